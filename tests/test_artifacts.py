@@ -1,0 +1,316 @@
+"""The artifact store: atomic, private, capped, never follows symlinks, falls back, writes once."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolbatch import ArtifactCapExceeded, ArtifactStore, ArtifactWriteError
+from toolbatch.artifacts import safe_name_component
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file())
+
+
+async def test_persist_writes_utf8_text_and_returns_the_written_path(tmp_path: Path) -> None:
+    """persist() writes the whole text as UTF-8 and returns where it is."""
+    store = ArtifactStore(tmp_path / "artifacts")
+    text = "héllo wörld 😀\n" * 1000
+    path = await store.persist("call-1", "run_shell_command", text)
+    assert path.parent == tmp_path / "artifacts"
+    assert path.read_text("utf-8") == text
+    assert store.bytes_used == len(text.encode())
+    assert store.written == (path,)
+
+
+async def test_files_are_0600_inside_a_0700_directory(tmp_path: Path) -> None:
+    """The root is created 0700 and every artifact is 0600, whatever the umask."""
+    old = os.umask(0)
+    try:
+        store = ArtifactStore(tmp_path / "deep" / "artifacts")
+        path = await store.persist("c", "t", "secret")
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "deep" / "artifacts") == 0o700
+    assert _mode(path) == 0o600
+
+
+async def test_same_content_for_same_call_is_written_once(tmp_path: Path) -> None:
+    """Persisting identical content for a call again returns the same path, no new write."""
+    store = ArtifactStore(tmp_path)
+    first = await store.persist("c1", "t", "same text")
+    mtime = os.stat(first).st_mtime_ns
+    second = await store.persist("c1", "t", "same text")
+    assert second == first
+    assert os.stat(first).st_mtime_ns == mtime
+    assert store.written == (first,)
+    assert store.bytes_used == len("same text")
+
+
+async def test_concurrent_identical_persists_write_once(tmp_path: Path) -> None:
+    """Ten concurrent persists of the same content for the same call make one file."""
+    store = ArtifactStore(tmp_path)
+    paths: list[Path] = []
+
+    async def persist() -> None:
+        paths.append(await store.persist("c1", "t", "x" * 100_000))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            tg.start_soon(persist)
+    assert len(set(paths)) == 1
+    assert len(store.written) == 1
+    assert len(_files(tmp_path)) == 1
+
+
+async def test_two_calls_never_overwrite_each_other(tmp_path: Path) -> None:
+    """Identical ids with different content, or different ids with the same content, differ."""
+    store = ArtifactStore(tmp_path)
+    a = await store.persist("dup", "t", "first")
+    b = await store.persist("dup", "t", "second")
+    c = await store.persist("a/b", "t", "first")
+    d = await store.persist("a_b", "t", "first")
+    assert len({a, b, c, d}) == 4
+    assert a.read_text() == "first"
+    assert b.read_text() == "second"
+    assert c.read_text() == d.read_text() == "first"
+
+
+@pytest.mark.parametrize(
+    "call_id",
+    [
+        pytest.param("../../x", id="traversal"),
+        pytest.param("/etc/passwd", id="absolute"),
+        pytest.param("a\x00b", id="nul"),
+        pytest.param("x" * 10_000, id="10k-id"),
+        pytest.param("..", id="dotdot"),
+        pytest.param("", id="empty"),
+        pytest.param("\n\r\t\x1b[31m", id="controls"),
+        pytest.param("😀/../é", id="unicode-traversal"),
+    ],
+)
+async def test_hostile_call_ids_stay_inside_the_root(tmp_path: Path, call_id: str) -> None:
+    """A hostile id yields a short, plain file name directly inside the root."""
+    root = tmp_path / "root"
+    store = ArtifactStore(root)
+    path = await store.persist(call_id, "../../tool\x00", "content")
+    assert path.parent == root
+    assert path.is_file()
+    assert len(path.name) < 160
+    assert not path.name.startswith(".")
+    assert all(ch.isalnum() or ch in "._-" for ch in path.name)
+    assert _files(tmp_path) == [path]
+
+
+def test_safe_name_component_never_returns_dots_or_separators() -> None:
+    """The sanitizer drops separators, leading dots and controls and bounds the length."""
+    assert safe_name_component("../../x") == "_.._x"
+    for value in ["..", ".", "", "/", "\x00", "a" * 500]:
+        cleaned = safe_name_component(value)
+        assert cleaned not in {"", ".", ".."}
+        assert "/" not in cleaned
+        assert "\x00" not in cleaned
+        assert len(cleaned) <= 64
+
+
+async def test_planted_symlink_at_destination_is_never_followed(tmp_path: Path) -> None:
+    """A symlink planted where the artifact goes is replaced; its target stays untouched."""
+    store = ArtifactStore(tmp_path / "root")
+    probe = await store.persist("c", "t", "payload")
+    probe.unlink()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("do not touch")
+    probe.symlink_to(victim)
+    path = await store.persist("c", "t", "payload")
+    assert path == probe
+    assert not path.is_symlink()
+    assert path.read_text() == "payload"
+    assert victim.read_text() == "do not touch"
+
+
+async def test_per_file_cap_writes_nothing_and_names_the_cap(tmp_path: Path) -> None:
+    """Text over the per-file cap raises ArtifactCapExceeded('file') and writes nothing."""
+    store = ArtifactStore(tmp_path, max_file_bytes=1000)
+    with pytest.raises(ArtifactCapExceeded) as caught:
+        await store.persist("c", "t", "é" * 501)  # 1002 UTF-8 bytes
+    assert caught.value.cap == "file"
+    assert caught.value.limit == 1000
+    assert caught.value.requested == 1002
+    assert "max_file_bytes" in str(caught.value)
+    assert _files(tmp_path) == []
+    assert store.bytes_used == 0
+
+
+async def test_total_cap_holds_under_50_concurrent_persists(tmp_path: Path) -> None:
+    """50 concurrent 1 KB persists under a 10 KB store cap: exactly 10 land, 40 are refused."""
+    store = ArtifactStore(tmp_path, max_total_bytes=10_000)
+    written: list[Path] = []
+    refused: list[ArtifactCapExceeded] = []
+
+    async def persist(i: int) -> None:
+        try:
+            written.append(await store.persist(f"call-{i}", "t", f"{i:04d}" * 250))
+        except ArtifactCapExceeded as exc:
+            refused.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(50):
+            tg.start_soon(persist, i)
+    assert len(written) == 10
+    assert len(refused) == 40
+    assert all(exc.cap == "total" for exc in refused)
+    assert store.bytes_used == 10_000
+    assert sum(p.stat().st_size for p in _files(tmp_path)) == 10_000
+
+
+async def test_unwritable_primary_falls_back_and_returns_the_real_path(tmp_path: Path) -> None:
+    """When the primary is unusable (here: a file, not a directory) the fallback is used."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    store = ArtifactStore(blocker / "artifacts", fallback_dir=tmp_path / "fallback")
+    path = await store.persist("c", "t", "kept anyway")
+    assert path.parent == tmp_path / "fallback"
+    assert path.read_text() == "kept anyway"
+    assert _mode(tmp_path / "fallback") == 0o700
+
+
+async def test_default_fallback_is_under_the_system_temp_dir(tmp_path: Path) -> None:
+    """Without a fallback_dir the store falls back to a private dir under the temp dir."""
+    import tempfile
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    store = ArtifactStore(blocker / "artifacts")
+    assert store.fallback_dir.parent == Path(tempfile.gettempdir())
+    path = await store.persist("fallback-default", "t", os.urandom(8).hex())
+    try:
+        assert path.parent == store.fallback_dir
+    finally:
+        path.unlink()
+
+
+async def test_both_directories_failing_raises_with_both_causes(tmp_path: Path) -> None:
+    """Primary and fallback both unusable: a typed error carrying both causes, nothing kept."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    store = ArtifactStore(blocker / "a", fallback_dir=blocker / "b")
+    with pytest.raises(ArtifactWriteError) as caught:
+        await store.persist("c", "t", "lost?")
+    assert isinstance(caught.value.primary_error, OSError)
+    assert isinstance(caught.value.fallback_error, OSError)
+    assert str(blocker / "a") in str(caught.value)
+    assert str(blocker / "b") in str(caught.value)
+    assert store.bytes_used == 0
+
+
+async def test_disk_full_leaves_no_partial_file_and_falls_back(
+    small_fs: Path, tmp_path: Path
+) -> None:
+    """ENOSPC mid-write (a real 1 MiB tmpfs) leaves no partial file; the fallback gets it."""
+    store = ArtifactStore(small_fs / "artifacts", fallback_dir=tmp_path / "fallback")
+    path = await store.persist("c", "t", "z" * (3 * 2**20))
+    assert path.parent == tmp_path / "fallback"
+    assert path.stat().st_size == 3 * 2**20
+    assert _files(small_fs) == []
+
+
+async def test_cancelled_persist_leaves_nothing_at_the_final_path(tmp_path: Path) -> None:
+    """A persist cancelled mid-write leaves neither a final file nor a temp file."""
+    store = ArtifactStore(tmp_path)
+    with anyio.move_on_after(0.001):
+        await store.persist("c", "t", "q" * (64 * 2**20))
+    # Either the write finished before the deadline or nothing at all is left behind.
+    leftovers = _files(tmp_path)
+    assert all(not p.name.startswith(".tmp-") for p in leftovers)
+    for p in leftovers:
+        assert p.stat().st_size == 64 * 2**20
+
+
+async def test_stream_commits_everything_it_received(tmp_path: Path) -> None:
+    """A streaming writer appends chunks and publishes one file identical to the input."""
+    store = ArtifactStore(tmp_path)
+    chunks = [os.urandom(7000) for _ in range(500)]
+    async with store.open_stream("c", "run_shell_command", suffix=".bin") as stream:
+        for chunk in chunks:
+            await stream.write(chunk)
+        path = await stream.commit()
+    assert path.read_bytes() == b"".join(chunks)
+    assert path.suffix == ".bin"
+    assert stream.bytes_dropped == 0
+    assert _mode(path) == 0o600
+    assert store.written == (path,)
+
+
+async def test_stream_keeps_the_first_cap_bytes_and_counts_the_rest(tmp_path: Path) -> None:
+    """Past the per-file cap the stream keeps exactly the cap and reports what it dropped."""
+    store = ArtifactStore(tmp_path, max_file_bytes=100_000)
+    data = os.urandom(250_000)
+    async with store.open_stream("c", "t") as stream:
+        for start in range(0, len(data), 30_000):
+            await stream.write(data[start : start + 30_000])
+        path = await stream.commit()
+    assert path.read_bytes() == data[:100_000]
+    assert stream.bytes_dropped == 150_000
+    assert stream.dropped_by == "file"
+    assert stream.bytes_received == 250_000
+
+
+async def test_stream_left_uncommitted_is_discarded(tmp_path: Path) -> None:
+    """Leaving the block without commit() removes the temp file and frees the reservation."""
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(RuntimeError, match="boom"):
+        async with store.open_stream("c", "t") as stream:
+            await stream.write(b"x" * (3 * 2**20))
+            raise RuntimeError("boom")
+    assert _files(tmp_path) == []
+    assert store.bytes_used == 0
+
+
+async def test_stream_of_empty_output_commits_an_empty_file(tmp_path: Path) -> None:
+    """Committing a stream that received nothing publishes an empty artifact."""
+    store = ArtifactStore(tmp_path)
+    async with store.open_stream("c", "t") as stream:
+        path = await stream.commit()
+    assert path.read_bytes() == b""
+
+
+async def test_stream_on_a_full_disk_reports_failure_and_keeps_nothing(small_fs: Path) -> None:
+    """ENOSPC mid-stream: commit raises ArtifactWriteError, no file is left, bytes are counted."""
+    store = ArtifactStore(small_fs / "a", fallback_dir=small_fs / "b")
+    async with store.open_stream("c", "t") as stream:
+        for _ in range(4):
+            await stream.write(b"y" * 2**20)
+        with pytest.raises(ArtifactWriteError):
+            await stream.commit()
+    assert stream.bytes_dropped == 4 * 2**20
+    assert _files(small_fs) == []
+    assert store.bytes_used == 0
+
+
+async def test_identical_streamed_output_reuses_the_artifact(tmp_path: Path) -> None:
+    """Streaming the same bytes for the same call twice publishes one file."""
+    store = ArtifactStore(tmp_path)
+    paths = []
+    for _ in range(2):
+        async with store.open_stream("c", "t") as stream:
+            await stream.write(b"hello\n" * 1000)
+            paths.append(await stream.commit())
+    assert paths[0] == paths[1]
+    assert len(store.written) == 1
+    assert store.bytes_used == 6000
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_bad_caps_are_rejected_naming_the_option(tmp_path: Path, bad: object) -> None:
+    """A non-positive or non-int cap is a clear error naming the option."""
+    with pytest.raises(ValueError, match="max_file_bytes"):
+        ArtifactStore(tmp_path, max_file_bytes=bad)  # type: ignore[arg-type]

@@ -1,0 +1,55 @@
+"""The public surface: every name in __all__ exists, and the contract names are there."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import toolbatch
+
+PACKAGES = [
+    "toolbatch",
+    "toolbatch.scheduler",
+    "toolbatch.producers",
+    "toolbatch.finalize",
+    "toolbatch.hooks",
+    "toolbatch.transports",
+]
+
+CONTRACT = {
+    "toolbatch": [
+        "ArtifactStore",
+        "Part",
+        "ToolCall",
+        "ToolCallResponse",
+        "ToolResult",
+        "ToolbatchError",
+    ],
+}
+
+
+@pytest.mark.parametrize("module_name", PACKAGES)
+def test_all_lists_only_real_names_in_sorted_order(module_name: str) -> None:
+    """Each package's __all__ is sorted and every name in it resolves."""
+    module = importlib.import_module(module_name)
+    names = list(module.__all__)
+    assert names == sorted(names)
+    for name in names:
+        assert hasattr(module, name), f"{module_name}.{name} is in __all__ but missing"
+
+
+@pytest.mark.parametrize(("module_name", "names"), list(CONTRACT.items()))
+def test_contract_names_are_exported(module_name: str, names: list[str]) -> None:
+    """Names other issues and users rely on are exported."""
+    module = importlib.import_module(module_name)
+    for name in names:
+        assert name in module.__all__
+
+
+def test_errors_share_one_root() -> None:
+    """Every exported exception derives from ToolbatchError."""
+    for name in toolbatch.__all__:
+        obj = getattr(toolbatch, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, toolbatch.ToolbatchError), name

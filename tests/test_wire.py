@@ -1,0 +1,188 @@
+"""The wire model: every part shape round-trips, and internal metadata never serializes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+import toolbatch
+from toolbatch import (
+    FunctionResponsePart,
+    InlineDataPart,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+    ToolResult,
+)
+
+WIRE_PARTS: list[dict[str, Any]] = [
+    {"text": "hello"},
+    {"text": ""},
+    {"functionResponse": {"id": "c1", "name": "run_shell_command", "response": {"output": "ok"}}},
+    {"functionResponse": {"id": "c2", "name": "t", "response": {"error": "boom"}}},
+    {
+        "functionResponse": {
+            "id": "c3",
+            "name": "t",
+            "response": {"output": {"nested": [1, 2.5, None, True, "x"]}, "extra": 3},
+        }
+    },
+    {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+    {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://bucket/doc.pdf"}},
+]
+
+parts = TypeAdapter(list[Part])
+
+
+@pytest.mark.parametrize("wire", [pytest.param(w, id=next(iter(w))) for w in WIRE_PARTS])
+def test_every_part_shape_round_trips_to_identical_dicts(wire: dict[str, Any]) -> None:
+    """A wire part validates and dumps back to the very same dict."""
+    [model] = parts.validate_python([wire])
+    assert parts.dump_python([model], by_alias=True, exclude_none=True) == [wire]
+    assert json.loads(parts.dump_json([model], by_alias=True, exclude_none=True)) == [wire]
+
+
+def test_public_adapter_round_trips_a_mixed_list() -> None:
+    """toolbatch.parts_adapter round-trips a list holding every shape, in order."""
+    models = toolbatch.parts_adapter.validate_python(WIRE_PARTS)
+    assert [type(m) for m in models][:3] == [TextPart, TextPart, FunctionResponsePart]
+    assert toolbatch.parts_adapter.dump_python(models, by_alias=True, exclude_none=True) == (
+        WIRE_PARTS
+    )
+
+
+@pytest.mark.parametrize(
+    ("wire", "named"),
+    [
+        pytest.param({"thought": "hmm"}, "thought", id="unknown-key"),
+        pytest.param({}, "[]", id="empty-object"),
+        pytest.param("just a string", "str", id="not-an-object"),
+        pytest.param({"functionCall": {"name": "x"}}, "functionCall", id="function-call"),
+    ],
+)
+def test_unknown_part_shape_is_rejected_naming_it(wire: Any, named: str) -> None:
+    """An unknown part fails validation with an error that names its shape."""
+    with pytest.raises(ValidationError) as caught:
+        parts.validate_python([wire])
+    message = str(caught.value)
+    assert "unknown part shape" in message
+    assert named in message
+
+
+def test_extra_keys_inside_a_known_part_are_rejected() -> None:
+    """A known shape with a stray key is an error naming the key, not silently dropped."""
+    with pytest.raises(ValidationError, match="mime"):
+        parts.validate_python([{"inlineData": {"mimeType": "a/b", "data": "", "mime": 1}}])
+
+
+def test_response_needs_only_call_id_name_and_parts() -> None:
+    """Every other field of ToolCallResponse has a sensible default."""
+    wire = [
+        {"text": "ab"},
+        {
+            "functionResponse": {
+                "id": "c1",
+                "name": "t",
+                "response": {"output": "héllo", "error": "x"},
+            }
+        },
+    ]
+    response = ToolCallResponse.model_validate({"call_id": "c1", "name": "t", "parts": wire})
+    assert response.status == "success"
+    assert response.persisted_output_files is None
+    assert response.error is None
+    assert response.content_length == 2 + 5 + 1
+
+
+def test_content_length_counts_code_points_not_bytes_or_utf16() -> None:
+    """An astral character counts 1, as Python's len does."""
+    response = ToolCallResponse(call_id="c", name="t", parts=[TextPart(text="😀é中")])
+    assert response.content_length == 3
+
+
+def test_non_success_status_requires_an_error_message() -> None:
+    """A cancelled (or any non-success) response without an error message is rejected."""
+    with pytest.raises(ValidationError, match="needs an error message"):
+        ToolCallResponse(call_id="c", name="t", parts=[], status="cancelled")
+
+
+def _response_with_files() -> ToolCallResponse:
+    return ToolCallResponse(
+        call_id="c1",
+        name="t",
+        parts=[TextPart(text="x")],
+        persisted_output_files=(Path("/tmp/secret-artifact.txt"),),
+    )
+
+
+def test_persisted_output_files_is_never_serialized() -> None:
+    """model_dump, model_dump_json and a round trip all leave the metadata out."""
+    response = _response_with_files()
+    assert response.persisted_output_files == (Path("/tmp/secret-artifact.txt"),)
+    dumped = response.model_dump()
+    assert "persisted_output_files" not in dumped
+    assert "persisted_output_files" not in response.model_dump(by_alias=True)
+    as_json = response.model_dump_json()
+    assert "persisted_output_files" not in as_json
+    assert "secret-artifact" not in as_json
+    rebuilt = ToolCallResponse.model_validate_json(as_json)
+    assert rebuilt.persisted_output_files is None
+    assert rebuilt.parts == response.parts
+
+
+def test_tool_result_metadata_is_never_serialized() -> None:
+    """A ToolResult dumps without persisted_output_files as well."""
+    result = ToolResult(content="out", persisted_output_files=(Path("/x/y.txt"),))
+    assert "persisted_output_files" not in result.model_dump()
+    assert "/x/y.txt" not in result.model_dump_json()
+
+
+def test_from_result_wraps_text_as_function_response_output() -> None:
+    """Text content becomes functionResponse.response.output under the call's id and name."""
+    call = ToolCall(id="c9", name="echo", args={"x": 1})
+    response = ToolCallResponse.from_result(call, ToolResult(content="hi", display="shown"))
+    [part] = response.parts
+    assert isinstance(part, FunctionResponsePart)
+    assert part.model_dump() == {
+        "functionResponse": {"id": "c9", "name": "echo", "response": {"output": "hi"}}
+    }
+    assert response.display == "shown"
+    assert response.status == "success"
+
+
+def test_from_result_keeps_media_after_the_function_response() -> None:
+    """Parts content: texts joined into the output, media kept (same objects) after it."""
+    image = InlineDataPart.model_validate({"inlineData": {"mimeType": "image/png", "data": "AA=="}})
+    call = ToolCall(id="c", name="shot")
+    result = ToolResult(content=[TextPart(text="a"), image, TextPart(text="b")])
+    response = ToolCallResponse.from_result(call, result)
+    assert response.parts[1] is image
+    first = response.parts[0]
+    assert isinstance(first, FunctionResponsePart)
+    assert first.function_response.response == {"output": "a\nb"}
+
+
+def test_from_result_failure_carries_error_and_partial_output() -> None:
+    """A failed result is an error response with the message and any partial output."""
+    call = ToolCall(id="c", name="t")
+    result = ToolResult.failure("timed out after 5 s", type="timeout", content="partial")
+    response = ToolCallResponse.from_result(call, result)
+    assert response.status == "error"
+    assert response.error == "timed out after 5 s"
+    assert response.error_type == "timeout"
+    first = response.parts[0]
+    assert isinstance(first, FunctionResponsePart)
+    assert first.function_response.response == {"error": "timed out after 5 s", "output": "partial"}
+    assert response.content_length == len("timed out after 5 s") + len("partial")
+
+
+def test_failed_response_is_already_decided_for_persistence() -> None:
+    """A synthetic error response carries () so no later layer writes it to disk."""
+    response = ToolCallResponse.failed(ToolCall(id="c", name="t"), "unknown tool 't'")
+    assert response.persisted_output_files == ()
+    assert response.status == "error"

@@ -1,0 +1,394 @@
+"""The wire model: parts, tool calls, tool results and tool-call responses.
+
+Parts are the Gemini-style dicts a model receives (camelCase on the wire, snake_case
+attributes). ``persisted_output_files`` is internal runtime state: it is excluded from every
+serialization, and a response rebuilt from its wire form does not have it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    JsonValue,
+    Tag,
+    TypeAdapter,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+__all__ = [
+    "FileData",
+    "FileDataPart",
+    "FunctionResponse",
+    "FunctionResponsePart",
+    "InlineData",
+    "InlineDataPart",
+    "Part",
+    "ResponseStatus",
+    "TextPart",
+    "ToolCall",
+    "ToolCallResponse",
+    "ToolFailure",
+    "ToolResult",
+    "Turn",
+    "model_text_length",
+    "parts_adapter",
+]
+
+_PART_CONFIG: Final = ConfigDict(
+    frozen=True,
+    extra="forbid",
+    validate_by_name=True,
+    validate_by_alias=True,
+    serialize_by_alias=True,
+)
+
+
+class TextPart(BaseModel):
+    """A top-level text part: ``{"text": str}``."""
+
+    model_config = _PART_CONFIG
+
+    text: str
+
+
+class FunctionResponse(BaseModel):
+    """The body of a function response: ``{"id", "name", "response": {...}}``.
+
+    ``response`` usually holds ``"output"`` or ``"error"`` but may hold any JSON object.
+    """
+
+    model_config = _PART_CONFIG
+
+    id: str
+    name: str
+    response: dict[str, JsonValue]
+
+
+class FunctionResponsePart(BaseModel):
+    """``{"functionResponse": {...}}``: one tool call's model-facing response."""
+
+    model_config = _PART_CONFIG
+
+    function_response: FunctionResponse = Field(alias="functionResponse")
+
+
+class InlineData(BaseModel):
+    """Inline media: ``{"mimeType": str, "data": <base64 str>}``."""
+
+    model_config = _PART_CONFIG
+
+    mime_type: str = Field(alias="mimeType")
+    data: str
+
+
+class InlineDataPart(BaseModel):
+    """``{"inlineData": {...}}``: media the budget never counts or changes."""
+
+    model_config = _PART_CONFIG
+
+    inline_data: InlineData = Field(alias="inlineData")
+
+
+class FileData(BaseModel):
+    """A media reference: ``{"mimeType": str, "fileUri": str}``."""
+
+    model_config = _PART_CONFIG
+
+    mime_type: str = Field(alias="mimeType")
+    file_uri: str = Field(alias="fileUri")
+
+
+class FileDataPart(BaseModel):
+    """``{"fileData": {...}}``: media the budget never counts or changes."""
+
+    model_config = _PART_CONFIG
+
+    file_data: FileData = Field(alias="fileData")
+
+
+_PART_TAGS: Final = {
+    "text": "text",
+    "functionResponse": "functionResponse",
+    "function_response": "functionResponse",
+    "inlineData": "inlineData",
+    "inline_data": "inlineData",
+    "fileData": "fileData",
+    "file_data": "fileData",
+}
+_PART_CLASSES: Final[dict[type[BaseModel], str]] = {
+    TextPart: "text",
+    FunctionResponsePart: "functionResponse",
+    InlineDataPart: "inlineData",
+    FileDataPart: "fileData",
+}
+
+
+def _part_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        for key in value:
+            tag = _PART_TAGS.get(key)
+            if tag is not None:
+                return tag
+        return None
+    return _PART_CLASSES.get(type(value))
+
+
+def _check_part_shape(value: Any) -> Any:
+    if _part_tag(value) is None:
+        if isinstance(value, dict):
+            shape = f"an object with keys {sorted(map(str, value))!r}"
+        else:
+            shape = f"a {type(value).__name__} ({value!r:.60})"
+        raise PydanticCustomError(
+            "unknown_part",
+            "unknown part shape: {shape}; a part is one of {{'text': ...}}, "
+            "{{'functionResponse': ...}}, {{'inlineData': ...}} or {{'fileData': ...}}",
+            {"shape": shape},
+        )
+    return value
+
+
+Part: TypeAlias = Annotated[
+    Annotated[TextPart, Tag("text")]
+    | Annotated[FunctionResponsePart, Tag("functionResponse")]
+    | Annotated[InlineDataPart, Tag("inlineData")]
+    | Annotated[FileDataPart, Tag("fileData")],
+    Discriminator(_part_tag),
+    BeforeValidator(_check_part_shape),
+]
+"""One model-facing part: text, functionResponse, inlineData or fileData."""
+
+parts_adapter: Final[TypeAdapter[list[Part]]] = TypeAdapter(list[Part])
+"""Validates a wire list of parts and dumps it back to the identical dicts."""
+
+
+def model_text_length(parts: list[Part]) -> int:
+    """Code points of all model-facing text in ``parts``.
+
+    Counts top-level ``text`` and ``functionResponse.response.output`` / ``.error`` when they
+    are strings; media and every other value count nothing.
+    """
+    total = 0
+    for part in parts:
+        if isinstance(part, FunctionResponsePart):
+            response = part.function_response.response
+            output = response.get("output")
+            if isinstance(output, str):
+                total += len(output)
+            error = response.get("error")
+            if isinstance(error, str):
+                total += len(error)
+        elif isinstance(part, TextPart):
+            total += len(part.text)
+    return total
+
+
+class ToolCall(BaseModel):
+    """One tool call from the model's turn.
+
+    Attributes:
+        id: the call id the model gave (need not be unique or safe; toolbatch copes).
+        name: the tool name.
+        args: the arguments, a JSON object.
+        ordinal: the call's position in the model's call list; ``None`` means its index in
+            the list handed to ``run_batch``.
+        prompt_id: the prompt this call answers, if the agent tracks one.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    name: str
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    ordinal: int | None = None
+    prompt_id: str | None = None
+
+
+class ToolFailure(BaseModel):
+    """Why a tool call failed: a message for the model and a machine-readable type."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message: str
+    type: str = "execution_failed"
+
+
+class ToolResult(BaseModel):
+    """What a producer returns for one call.
+
+    Attributes:
+        content: the model-facing content, as text or as parts.
+        display: the rich user-facing value, independent of the model response.
+        error: why the call failed, or ``None``.
+        persisted_output_files: ``None`` when the producer made no persistence decision,
+            ``()`` when it decided and there is no reusable file, else the paths where the
+            complete output already lives. Never serialized.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: str | list[Part] = ""
+    display: JsonValue = None
+    error: ToolFailure | None = None
+    persisted_output_files: tuple[Path, ...] | None = Field(default=None, exclude=True)
+
+    @classmethod
+    def failure(
+        cls, message: str, *, type: str = "execution_failed", content: str = ""
+    ) -> ToolResult:
+        """A failed result carrying ``message`` (and optional partial output)."""
+        return cls(content=content, error=ToolFailure(message=message, type=type))
+
+
+ResponseStatus: TypeAlias = Literal["success", "error", "cancelled", "skipped", "duplicate"]
+"""How a call ended; every status but ``success`` carries an error message."""
+
+
+class ToolCallResponse(BaseModel):
+    """One call's response as every layer after the producer sees it.
+
+    Only ``call_id``, ``name`` and ``parts`` are required; ``content_length`` is computed
+    from the parts when not given.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_id: str
+    name: str
+    parts: list[Part]
+    display: JsonValue = None
+    error: str | None = None
+    error_type: str | None = None
+    status: ResponseStatus = "success"
+    content_length: int = Field(default=-1, description="code points of model-facing text")
+    persisted_output_files: tuple[Path, ...] | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _complete(self) -> ToolCallResponse:
+        if self.status != "success" and not self.error:
+            raise ValueError(
+                f"a response with status {self.status!r} needs an error message; "
+                f"pass error=... (only status 'success' may omit it)"
+            )
+        if self.content_length < 0:
+            self.__dict__["content_length"] = model_text_length(self.parts)
+        return self
+
+    def with_parts(
+        self,
+        parts: list[Part],
+        *,
+        persisted_output_files: tuple[Path, ...] | Literal["keep"] | None = "keep",
+    ) -> ToolCallResponse:
+        """A copy with new ``parts`` and ``content_length`` recomputed from them."""
+        update: dict[str, Any] = {"parts": parts, "content_length": model_text_length(parts)}
+        if persisted_output_files != "keep":
+            update["persisted_output_files"] = persisted_output_files
+        return self.model_copy(update=update)
+
+    @classmethod
+    def from_result(
+        cls,
+        call: ToolCall,
+        result: ToolResult,
+        *,
+        status: ResponseStatus | None = None,
+    ) -> ToolCallResponse:
+        """Wrap a producer's result as the call's response.
+
+        Text content becomes ``functionResponse.response.output``; a failure puts its message
+        under ``error`` (and keeps any partial output under ``output``). Content given as
+        parts keeps its media after the function response; content that already holds a
+        ``functionResponse`` part is used as given.
+        """
+        failure = result.error
+        if status is None:
+            status = "error" if failure is not None else "success"
+        parts = _result_parts(call, result.content, failure)
+        error = failure.message if failure is not None else None
+        if error is None and status != "success":
+            error = f"tool call ended with status {status}"
+        return cls.model_construct(
+            call_id=call.id,
+            name=call.name,
+            parts=parts,
+            display=result.display,
+            error=error,
+            error_type=failure.type if failure is not None else None,
+            status=status,
+            content_length=model_text_length(parts),
+            persisted_output_files=result.persisted_output_files,
+        )
+
+    @classmethod
+    def failed(
+        cls,
+        call: ToolCall,
+        message: str,
+        *,
+        status: ResponseStatus = "error",
+        error_type: str = "execution_failed",
+    ) -> ToolCallResponse:
+        """A response for a call that produced nothing but an error.
+
+        It is already decided for persistence (``persisted_output_files=()``): there is no
+        producer output to keep.
+        """
+        parts: list[Part] = [_function_response(call, {"error": message})]
+        return cls.model_construct(
+            call_id=call.id,
+            name=call.name,
+            parts=parts,
+            display=message,
+            error=message,
+            error_type=error_type,
+            status=status,
+            content_length=len(message),
+            persisted_output_files=(),
+        )
+
+
+def _function_response(call: ToolCall, response: dict[str, JsonValue]) -> FunctionResponsePart:
+    return FunctionResponsePart.model_construct(
+        function_response=FunctionResponse.model_construct(
+            id=call.id, name=call.name, response=response
+        )
+    )
+
+
+def _result_parts(
+    call: ToolCall, content: str | list[Part], failure: ToolFailure | None
+) -> list[Part]:
+    if isinstance(content, str):
+        text = content
+        media: list[Part] = []
+    else:
+        if any(isinstance(part, FunctionResponsePart) for part in content):
+            return list(content)
+        text = "\n".join(part.text for part in content if isinstance(part, TextPart))
+        media = [part for part in content if not isinstance(part, TextPart)]
+    response: dict[str, JsonValue] = {}
+    if failure is not None:
+        response["error"] = failure.message
+        if text:
+            response["output"] = text
+    else:
+        response["output"] = text
+    return [_function_response(call, response), *media]
+
+
+class Turn(BaseModel):
+    """One finalized batch: the responses in ordinal order and the flattened parts to send."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    responses: list[ToolCallResponse]
+    parts: list[Part]

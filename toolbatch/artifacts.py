@@ -1,0 +1,514 @@
+"""The artifact store: the one place that writes tool output to disk.
+
+Complete tool output is kept here so the model can be shown a bounded preview plus a path.
+Writes are atomic (a temp file in the same directory, fsync, rename, directory fsync), files
+are mode 0600 in a 0700 directory, and a symlink planted at a destination is replaced, never
+followed. Names come from the call id made safe plus a digest of the call id and the content,
+so the same content for the same call is written once and two calls never overwrite each
+other. Byte caps (per file, per store) are reserved before a write starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import stat
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import aiofiles
+import aiofiles.os
+import anyio
+import anyio.to_thread
+import structlog
+
+from .errors import ArtifactCapExceeded, ArtifactWriteError
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_TOTAL_BYTES",
+    "ArtifactStore",
+    "ArtifactStream",
+    "safe_name_component",
+]
+
+log = structlog.get_logger("toolbatch.artifacts")
+
+DEFAULT_MAX_FILE_BYTES: Final = 64 * 2**20
+DEFAULT_MAX_TOTAL_BYTES: Final = 2**30
+WRITE_CHUNK_BYTES: Final = 8 * 2**20
+"""Bytes handed to the executor per write hop (coalesced; at least 1 MiB)."""
+STREAM_FLUSH_BYTES: Final = 1 * 2**20
+"""A streaming writer buffers this much before one executor hop writes it."""
+INLINE_ENCODE_CHARS: Final = 1 * 2**20
+"""Texts up to this many code points are encoded and hashed on the event loop."""
+MAX_ID_CHARS: Final = 64
+MAX_TOOL_CHARS: Final = 32
+DIGEST_HEX_CHARS: Final = 24
+CLEANUP_S: Final = 5.0
+
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name_component(value: str, max_chars: int = MAX_ID_CHARS) -> str:
+    """``value`` made safe for a file name: no separators, dots-only or control characters.
+
+    Runs of anything outside ``[A-Za-z0-9._-]`` become one ``_``; leading dots are dropped
+    (no ``.``, ``..`` or hidden names); the result is at most ``max_chars`` long and never
+    empty.
+    """
+    cleaned = _UNSAFE.sub("_", value[: max_chars * 8]).lstrip(".")
+    return cleaned[:max_chars] or "_"
+
+
+def _encode(text: str) -> bytes:
+    # Lone surrogates cannot be UTF-8; keep them visible as \udXXX instead of failing.
+    return text.encode("utf-8", "backslashreplace")
+
+
+def _digest_prefix(call_id: str) -> hashlib._Hash:
+    hasher = hashlib.sha256(b"toolbatch-artifact\0")
+    hasher.update(call_id.encode("utf-8", "surrogatepass"))
+    hasher.update(b"\0")
+    return hasher
+
+
+def _existing_size(path: Path) -> int | None:
+    """The size of a regular file at ``path`` (symlinks and others count as absent)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _ensure_dir(directory: Path) -> None:
+    if not os.path.exists(directory):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    elif not directory.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(directory))
+
+
+def _open_temp(directory: Path) -> tuple[int, str]:
+    _ensure_dir(directory)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
+    os.fchmod(fd, 0o600)
+    return fd, tmp
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _publish(tmp: str, final: Path) -> None:
+    # os.replace swaps the directory entry: a symlink planted at ``final`` is replaced, the
+    # file it pointed to is never touched.
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _default_fallback_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"toolbatch-fallback-{os.getuid()}"
+
+
+_afsync = aiofiles.os.wrap(os.fsync)
+_aopen_temp = aiofiles.os.wrap(_open_temp)
+_apublish = aiofiles.os.wrap(_publish)
+_aunlink = aiofiles.os.wrap(_unlink_quietly)
+
+
+class ArtifactStore:
+    """Writes complete tool output to disk, once, within byte caps.
+
+    Args:
+        root: the primary directory, created with mode 0700 if missing.
+        fallback_dir: where to write when ``root`` cannot be written (default: a per-user
+            0700 directory under the system temp dir).
+        max_file_bytes: the per-file cap in UTF-8 bytes.
+        max_total_bytes: the cap on all bytes this store writes.
+
+    Use ``await store.persist(call_id, tool_name, text)`` for output already in memory and
+    ``async with store.open_stream(call_id, tool_name) as stream`` for output that arrives
+    in chunks.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fallback_dir: str | os.PathLike[str] | None = None,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
+    ) -> None:
+        for option, value in (
+            ("max_file_bytes", max_file_bytes),
+            ("max_total_bytes", max_total_bytes),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{option} must be a positive int of bytes, got {value!r}")
+        self.root = Path(root).absolute()
+        self.fallback_dir = (
+            Path(fallback_dir).absolute() if fallback_dir is not None else _default_fallback_dir()
+        )
+        self.max_file_bytes = max_file_bytes
+        self.max_total_bytes = max_total_bytes
+        self._used = 0
+        self._inflight: dict[str, anyio.Event] = {}
+        self._written: list[Path] = []
+        try:
+            _ensure_dir(self.root)
+        except OSError as exc:
+            log.warning("artifacts.root_unavailable", root=str(self.root), error=str(exc))
+
+    @property
+    def bytes_used(self) -> int:
+        """Bytes written or reserved by this store so far."""
+        return self._used
+
+    @property
+    def written(self) -> tuple[Path, ...]:
+        """Every artifact this store wrote, in order (a reused artifact is not listed again)."""
+        return tuple(self._written)
+
+    def artifact_name(self, call_id: str, tool_name: str, digest: str, suffix: str = ".txt") -> str:
+        """The file name for ``call_id``'s output of ``tool_name`` with content ``digest``."""
+        tool = safe_name_component(tool_name, MAX_TOOL_CHARS)
+        return f"{tool}-{safe_name_component(call_id)}-{digest[:DIGEST_HEX_CHARS]}{suffix}"
+
+    # -- reservations -----------------------------------------------------------------
+
+    def _reserve(self, nbytes: int) -> None:
+        if nbytes > self.max_file_bytes:
+            raise ArtifactCapExceeded("file", limit=self.max_file_bytes, requested=nbytes)
+        if self._used + nbytes > self.max_total_bytes:
+            raise ArtifactCapExceeded(
+                "total", limit=self.max_total_bytes, requested=self._used + nbytes
+            )
+        self._used += nbytes
+
+    def _reserve_upto(
+        self, nbytes: int, already: int
+    ) -> tuple[int, Literal["file", "total"] | None]:
+        """Reserve as much of ``nbytes`` as the caps allow for a file holding ``already``."""
+        room_file = self.max_file_bytes - already
+        room_total = self.max_total_bytes - self._used
+        granted = max(0, min(nbytes, room_file, room_total))
+        self._used += granted
+        if granted == nbytes:
+            return granted, None
+        return granted, "file" if room_file <= room_total else "total"
+
+    def _release(self, nbytes: int) -> None:
+        self._used = max(0, self._used - nbytes)
+
+    def _find_existing(self, name: str, size: int) -> Path | None:
+        for directory in (self.root, self.fallback_dir):
+            path = directory / name
+            if _existing_size(path) == size:
+                return path
+        return None
+
+    # -- one-shot persistence -----------------------------------------------------------
+
+    async def persist(self, call_id: str, tool_name: str, text: str) -> Path:
+        """Write ``text`` completely, as UTF-8, and return the path actually written.
+
+        The same text for the same call id returns the same path without writing again.
+
+        Raises:
+            ArtifactCapExceeded: the text would pass a cap; nothing was written.
+            ArtifactWriteError: neither the primary nor the fallback directory could be
+                written; it carries both causes.
+        """
+        if len(text) <= INLINE_ENCODE_CHARS:
+            data = _encode(text)
+            hasher = _digest_prefix(call_id)
+            hasher.update(data)
+        else:
+            data, hasher = await anyio.to_thread.run_sync(self._encode_and_hash, call_id, text)
+        name = self.artifact_name(call_id, tool_name, hasher.hexdigest())
+        while (pending := self._inflight.get(name)) is not None:
+            await pending.wait()
+        existing = self._find_existing(name, len(data))
+        if existing is not None:
+            log.debug("artifacts.reused", path=str(existing), bytes=len(data))
+            return existing
+        self._reserve(len(data))
+        done = self._inflight[name] = anyio.Event()
+        try:
+            path = await self._write_with_fallback(name, data)
+        except BaseException:
+            self._release(len(data))
+            raise
+        finally:
+            del self._inflight[name]
+            done.set()
+        self._written.append(path)
+        log.debug("artifacts.persisted", path=str(path), bytes=len(data), call_id=call_id)
+        return path
+
+    @staticmethod
+    def _encode_and_hash(call_id: str, text: str) -> tuple[bytes, hashlib._Hash]:
+        data = _encode(text)
+        hasher = _digest_prefix(call_id)
+        hasher.update(data)
+        return data, hasher
+
+    async def _write_with_fallback(self, name: str, data: bytes) -> Path:
+        try:
+            return await self._write_atomic(self.root, name, data)
+        except OSError as primary_error:
+            log.warning(
+                "artifacts.primary_failed", directory=str(self.root), error=str(primary_error)
+            )
+            try:
+                return await self._write_atomic(self.fallback_dir, name, data)
+            except OSError as fallback_error:
+                raise ArtifactWriteError(
+                    primary_dir=self.root,
+                    primary_error=primary_error,
+                    fallback_dir=self.fallback_dir,
+                    fallback_error=fallback_error,
+                ) from fallback_error
+
+    async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
+        final = directory / name
+        fd, tmp = await _aopen_temp(directory)
+        published = False
+        try:
+            async with aiofiles.open(fd, "wb") as file:
+                view = memoryview(data)
+                for start in range(0, len(view), WRITE_CHUNK_BYTES):
+                    await file.write(view[start : start + WRITE_CHUNK_BYTES])
+                await file.flush()
+                await _afsync(file.fileno())
+            await _apublish(tmp, final)
+            published = True
+        finally:
+            if not published:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_S):
+                    await _aunlink(tmp)
+        return final
+
+    # -- streaming ------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def open_stream(
+        self, call_id: str, tool_name: str, *, suffix: str = ".txt"
+    ) -> AsyncIterator[ArtifactStream]:
+        """A streaming writer for output that arrives in chunks.
+
+        ``await stream.write(chunk)`` as bytes arrive, then ``await stream.commit()`` once
+        for the path. Leaving the block without committing discards what was written.
+        """
+        stream = ArtifactStream(self, call_id, tool_name, suffix)
+        try:
+            yield stream
+        finally:
+            if not stream.committed:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_S):
+                    await stream.discard()
+
+
+@dataclass(slots=True)
+class _StreamFile:
+    fd: int
+    tmp: str
+    directory: Path
+
+
+@dataclass(slots=True, eq=False)
+class ArtifactStream:
+    """Appends output chunks to one artifact, coalesced to ≥ 1 MiB per executor hop.
+
+    It keeps at most the store's per-file cap (and what the per-store cap leaves); the rest
+    is counted in ``bytes_dropped`` with the cap that stopped it in ``dropped_by``.
+    """
+
+    store: ArtifactStore
+    call_id: str
+    tool_name: str
+    suffix: str = ".txt"
+    bytes_received: int = 0
+    bytes_kept: int = 0
+    bytes_dropped: int = 0
+    dropped_by: Literal["file", "total"] | None = None
+    committed: bool = False
+    error: Exception | None = None
+    _buffer: list[bytes] = field(default_factory=list)
+    _buffered: int = 0
+    _file: _StreamFile | None = None
+    _hasher: hashlib._Hash | None = None
+    _reserved: int = 0
+    _primary_error: OSError | None = None
+
+    async def write(self, chunk: bytes) -> None:
+        """Append ``chunk``; it is written to disk once ≥ 1 MiB has been buffered."""
+        if self.committed:
+            raise RuntimeError("write() after commit(): the artifact is already published")
+        self.bytes_received += len(chunk)
+        if self.error is not None or self.dropped_by is not None:
+            self.bytes_dropped += len(chunk)
+            return
+        granted, cap = self.store._reserve_upto(len(chunk), self.bytes_kept)
+        self._reserved += granted
+        if cap is not None:
+            self.dropped_by = cap
+            self.bytes_dropped += len(chunk) - granted
+            chunk = chunk[:granted]
+        if chunk:
+            self._buffer.append(chunk)
+            self._buffered += len(chunk)
+            self.bytes_kept += len(chunk)
+        if self._buffered >= STREAM_FLUSH_BYTES:
+            await self._flush()
+
+    async def _flush(self, *, force: bool = False) -> None:
+        if self.error is not None or not (self._buffer or force):
+            return
+        data = b"".join(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        try:
+            await anyio.to_thread.run_sync(self._write_sync, data)
+        except (OSError, ArtifactWriteError) as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        log.warning(
+            "artifacts.stream_failed", call_id=self.call_id, error=str(exc), kept=self.bytes_kept
+        )
+        self.error = exc
+        self.bytes_dropped += self.bytes_kept
+        self.bytes_kept = 0
+        self._close_and_remove()
+
+    def _write_sync(self, data: bytes) -> None:
+        if self._file is None:
+            self._file = self._create_file()
+            self._hasher = _digest_prefix(self.call_id)
+        assert self._hasher is not None
+        self._hasher.update(data)
+        view = memoryview(data)
+        while view:
+            written = os.write(self._file.fd, view)
+            view = view[written:]
+
+    def _create_file(self) -> _StreamFile:
+        try:
+            fd, tmp = _open_temp(self.store.root)
+            return _StreamFile(fd, tmp, self.store.root)
+        except OSError as primary_error:
+            self._primary_error = primary_error
+            log.warning(
+                "artifacts.primary_failed",
+                directory=str(self.store.root),
+                error=str(primary_error),
+            )
+        try:
+            fd, tmp = _open_temp(self.store.fallback_dir)
+        except OSError as fallback_error:
+            raise ArtifactWriteError(
+                primary_dir=self.store.root,
+                primary_error=self._primary_error,
+                fallback_dir=self.store.fallback_dir,
+                fallback_error=fallback_error,
+            ) from fallback_error
+        return _StreamFile(fd, tmp, self.store.fallback_dir)
+
+    def _close_and_remove(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._file.fd)
+            _unlink_quietly(self._file.tmp)
+            self._file = None
+        self.store._release(self._reserved)
+        self._reserved = 0
+
+    async def commit(self) -> Path:
+        """Publish what was kept and return its path (an identical artifact is reused).
+
+        Raises:
+            ArtifactWriteError: the artifact could not be written (it carries the causes).
+        """
+        if self.committed:
+            raise RuntimeError("commit() called twice")
+        # Forced when nothing was flushed yet, so that empty output still gets its file.
+        await self._flush(force=self._file is None)
+        if self.error is not None:
+            raise self._as_write_error(self.error)
+        try:
+            path, reused = await anyio.to_thread.run_sync(self._commit_sync)
+        except OSError as exc:
+            self._fail(exc)
+            raise self._as_write_error(exc) from exc
+        self.committed = True
+        if reused:
+            self.store._release(self._reserved)
+        else:
+            self.store._written.append(path)
+        self._reserved = 0
+        log.debug("artifacts.streamed", path=str(path), kept=self.bytes_kept, reused=reused)
+        return path
+
+    def _as_write_error(self, exc: Exception) -> ArtifactWriteError:
+        if isinstance(exc, ArtifactWriteError):
+            return exc
+        if self._primary_error is not None:
+            # The primary failed at creation and the fallback broke midway.
+            return ArtifactWriteError(
+                primary_dir=self.store.root,
+                primary_error=self._primary_error,
+                fallback_dir=self.store.fallback_dir,
+                fallback_error=exc,
+            )
+        return ArtifactWriteError(
+            primary_dir=self.store.root,
+            primary_error=exc,
+            fallback_dir=self.store.fallback_dir,
+            fallback_error=None,
+        )
+
+    def _commit_sync(self) -> tuple[Path, bool]:
+        assert self._file is not None
+        assert self._hasher is not None
+        handle = self._file
+        os.fsync(handle.fd)
+        os.close(handle.fd)
+        name = self.store.artifact_name(
+            self.call_id, self.tool_name, self._hasher.hexdigest(), self.suffix
+        )
+        existing = self.store._find_existing(name, self.bytes_kept)
+        self._file = None
+        if existing is not None:
+            _unlink_quietly(handle.tmp)
+            return existing, True
+        final = handle.directory / name
+        try:
+            _publish(handle.tmp, final)
+        except OSError:
+            _unlink_quietly(handle.tmp)
+            raise
+        return final, False
+
+    async def discard(self) -> None:
+        """Drop everything written so far (also what leaving the block uncommitted does)."""
+        self._buffer.clear()
+        self._buffered = 0
+        if self._file is not None or self._reserved:
+            await anyio.to_thread.run_sync(self._close_and_remove)

@@ -1,0 +1,3 @@
+"""toolbatch.hooks (filled in by its issue)."""
+
+__all__: list[str] = []

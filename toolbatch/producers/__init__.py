@@ -1,0 +1,3 @@
+"""toolbatch.producers (filled in by its issue)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""toolbatch.scheduler (filled in by its issue)."""
+
+__all__: list[str] = []

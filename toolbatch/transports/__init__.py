@@ -1,0 +1,3 @@
+"""toolbatch.transports (filled in by its issue)."""
+
+__all__: list[str] = []
