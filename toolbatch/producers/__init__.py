@@ -1,3 +1,17 @@
-"""toolbatch.producers (filled in by its issue)."""
+"""Producers: the tools that answer calls (shell, MCP, custom) and their shared protocol."""
 
-__all__: list[str] = []
+from ._base import (
+    DEFAULT_CALL_TIMEOUT_S,
+    Producer,
+    ProducerContext,
+    ProgressCallback,
+    ToolDeclaration,
+)
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
+    "Producer",
+    "ProducerContext",
+    "ProgressCallback",
+    "ToolDeclaration",
+]

@@ -1,0 +1,101 @@
+"""The producer protocol: what every tool (shell, MCP, custom) implements.
+
+A producer gets one ``ToolCall`` and a ``ProducerContext`` and returns a ``ToolResult``. It
+never sees the batch, the budget or the scheduler: bounding the batch is the finalizer's
+job, ordering is the scheduler's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, runtime_checkable
+
+import anyio
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from toolbatch._wire import ToolCall, ToolResult
+from toolbatch.artifacts import ArtifactStore
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT_S",
+    "Producer",
+    "ProducerContext",
+    "ProgressCallback",
+    "ToolDeclaration",
+]
+
+DEFAULT_CALL_TIMEOUT_S: Final = 120.0
+"""The timeout of a call whose producer and configuration set none."""
+
+
+def _empty_object_schema() -> dict[str, JsonValue]:
+    return {"type": "object", "properties": {}}
+
+
+class ToolDeclaration(BaseModel):
+    """How a tool is declared to the model: name, description and JSON schema of its args.
+
+    Attributes:
+        name: the tool name the model calls.
+        description: what the tool does, for the model.
+        input_schema: a JSON schema (an object schema) for the call's ``args``.
+        needs_permission: whether an interactive front end (ACP) asks the user first.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    input_schema: dict[str, JsonValue] = Field(default_factory=_empty_object_schema)
+    needs_permission: bool = Field(default=False, exclude=True)
+
+
+ProgressCallback = Callable[[str], None]
+"""Receives a short human-readable progress message for the running call."""
+
+
+def _no_progress(message: str) -> None:
+    del message
+
+
+@dataclass(slots=True)
+class ProducerContext:
+    """What a producer gets besides the call.
+
+    Attributes:
+        store: where complete output goes when it is too large to send (``None``: nowhere;
+            the producer then shortens without a file and reports ``()``).
+        log: a structlog logger bound to this call (``call_id``, ``tool``).
+        cancelled: set when the call is aborted. Async producers are also cancelled through
+            their cancel scope; a sync tool running in a worker thread can poll this.
+        timeout_s: the longest this call may run, as set by the runtime (``None``: the
+            producer's own default). Producers that manage their own timeout (shell, MCP)
+            use the smaller of this and their own, so they can still return partial output.
+        progress: report progress (a short message) while the call runs; never raises.
+    """
+
+    store: ArtifactStore | None = None
+    log: Any = field(default_factory=lambda: structlog.get_logger("toolbatch.producer"))
+    cancelled: anyio.Event = field(default_factory=anyio.Event)
+    timeout_s: float | None = None
+    progress: ProgressCallback = _no_progress
+
+
+@runtime_checkable
+class Producer(Protocol):
+    """A tool implementation. Bring your own object with these two members.
+
+    ``run`` must not raise for bad input: it returns ``ToolResult.failure(...)``. If it does
+    raise, the scheduler turns the exception into an error response in the call's place.
+    """
+
+    @property
+    def declaration(self) -> ToolDeclaration:
+        """The tool's name, description and input schema."""
+        ...
+
+    async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
+        """Run one call and return its result."""
+        ...
