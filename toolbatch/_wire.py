@@ -256,7 +256,11 @@ class ToolCallResponse(BaseModel):
     """One call's response as every layer after the producer sees it.
 
     Only ``call_id``, ``name`` and ``parts`` are required; ``content_length`` is computed
-    from the parts when not given.
+    from the parts when not given. ``persisted_output_files`` and ``finalize_state`` are
+    internal and never serialized: ``finalize_state`` is owned by ``toolbatch.finalize``
+    (which text slots hold a preview it made, and of what), so a later, smaller budget
+    shortens a preview instead of nesting a second one. Leave it alone; it is checked
+    against the current text before use, so a stale value is ignored.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -270,6 +274,7 @@ class ToolCallResponse(BaseModel):
     status: ResponseStatus = "success"
     content_length: int = Field(default=-1, description="code points of model-facing text")
     persisted_output_files: tuple[Path, ...] | None = Field(default=None, exclude=True)
+    finalize_state: object = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="after")
     def _complete(self) -> ToolCallResponse:
@@ -288,7 +293,11 @@ class ToolCallResponse(BaseModel):
         *,
         persisted_output_files: tuple[Path, ...] | Literal["keep"] | None = "keep",
     ) -> ToolCallResponse:
-        """A copy with new ``parts`` and ``content_length`` recomputed from them."""
+        """A copy with new ``parts`` and ``content_length`` recomputed from them.
+
+        ``finalize_state`` is kept: the finalizer only uses it for slots whose text is
+        still exactly the preview it made.
+        """
         update: dict[str, Any] = {"parts": parts, "content_length": model_text_length(parts)}
         if persisted_output_files != "keep":
             update["persisted_output_files"] = persisted_output_files

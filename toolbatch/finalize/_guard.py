@@ -1,0 +1,55 @@
+"""The send guard: a last-chance, no-I/O cap on function-response text at the send boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import structlog
+
+from toolbatch._wire import Part
+from toolbatch.finalize._budget import effective_budget
+from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_REMINDERS, validate_reminders
+from toolbatch.finalize._slots import collect_slots, cut_slots, fit_slot, rebuild_parts
+
+__all__ = ["enforce_send_budget"]
+
+log = structlog.get_logger("toolbatch.finalize")
+
+
+def enforce_send_budget(
+    parts: Sequence[Part],
+    budget: int | float | None,
+    *,
+    lifecycle_reminders: Mapping[str, Sequence[str]] = DEFAULT_LIFECYCLE_REMINDERS,
+) -> list[Part]:
+    """Cap the function-response ``output``/``error`` text in ``parts`` to ``budget``.
+
+    The same allocation and fitting as the finalizer, without persistence or artifact
+    paths; top-level text (user or steering text) is never measured or changed, and
+    protected lifecycle reminders stay inline. A batch that went through
+    :func:`finalize_tool_responses` already fits, so this is normally a no-op and returns
+    the very list it was given; when it has to cut, it logs a warning.
+
+    Raises:
+        ConfigError: ``budget`` or ``lifecycle_reminders`` is invalid.
+    """
+    limit = effective_budget(budget)
+    reminders = validate_reminders(lifecycle_reminders)
+    same = parts if isinstance(parts, list) else list(parts)
+    if limit is None:
+        return same
+    slots = collect_slots(same, owner=0, include_top_level_text=False, reminders=reminders)
+    before = sum(len(slot.text) for slot in slots)
+    if before <= limit:
+        return same
+    fits = [(slot, fit_slot(slot, allocation)) for slot, allocation in cut_slots(slots, limit)]
+    after = before - sum(len(slot.text) - len(fitted.text) for slot, fitted in fits)
+    log.warning(
+        "finalize.send_guard_reduced",
+        parts=len(same),
+        slots_cut=len(fits),
+        budget=limit,
+        before=before,
+        after=after,
+    )
+    return rebuild_parts(same, fits)
