@@ -149,8 +149,8 @@ def _check_part_shape(value: Any) -> Any:
             shape = f"a {type(value).__name__} ({value!r:.60})"
         raise PydanticCustomError(
             "unknown_part",
-            "unknown part shape: {shape}; a part is one of {{'text': ...}}, "
-            "{{'functionResponse': ...}}, {{'inlineData': ...}} or {{'fileData': ...}}",
+            "unknown part shape: {shape}; a part is an object with exactly one of the keys "
+            "'text', 'functionResponse', 'inlineData' or 'fileData'",
             {"shape": shape},
         )
     return value

@@ -1,0 +1,111 @@
+"""Generic persistence: a custom tool's oversized output is persisted once and previewed.
+
+Shell and MCP bound their own output; every other producer's output passes through
+``apply_output_threshold``. Over the threshold the complete text goes to the artifact store
+(the store falls back to its fallback directory by itself) and the model gets a preview of
+about 2,000 characters, head and tail, naming the path actually written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+import structlog
+
+from toolbatch._wire import Part, TextPart, ToolCall, ToolResult
+from toolbatch.artifacts import ArtifactStore
+from toolbatch.errors import ToolbatchError
+
+__all__ = ["GENERIC_PREVIEW_CHARS", "apply_output_threshold", "preview_text"]
+
+log = structlog.get_logger("toolbatch.producers.generic")
+
+GENERIC_PREVIEW_CHARS: Final = 2_000
+"""Characters of output shown to the model when a generic tool's output is persisted."""
+_MARKER: Final = "\n[... output truncated ...]\n"
+
+
+def _is_pair_split(text: str, index: int) -> bool:
+    """Whether cutting ``text`` at ``index`` separates a high surrogate from its low half."""
+    return (
+        0 < index < len(text)
+        and "\ud800" <= text[index - 1] <= "\udbff"
+        and "\udc00" <= text[index] <= "\udfff"
+    )
+
+
+def preview_text(text: str, chars: int) -> str:
+    """About ``chars`` characters of ``text``: its head and its tail around a marker."""
+    if len(text) <= chars:
+        return text
+    room = max(0, chars - len(_MARKER))
+    head = room // 2
+    if _is_pair_split(text, head):
+        head -= 1
+    tail_start = len(text) - (room - head)
+    if _is_pair_split(text, tail_start):
+        tail_start += 1
+    return f"{text[:head]}{_MARKER}{text[tail_start:]}"
+
+
+def _model_text(result: ToolResult) -> tuple[str, list[Part]] | None:
+    """The result's text and its non-text parts, or None if it holds function responses."""
+    if isinstance(result.content, str):
+        return result.content, []
+    texts: list[str] = []
+    others: list[Part] = []
+    for part in result.content:
+        if isinstance(part, TextPart):
+            texts.append(part.text)
+        elif hasattr(part, "function_response"):
+            return None
+        else:
+            others.append(part)
+    return "\n".join(texts), others
+
+
+async def apply_output_threshold(
+    result: ToolResult,
+    *,
+    call: ToolCall,
+    store: ArtifactStore | None,
+    threshold: int | None,
+    preview_chars: int = GENERIC_PREVIEW_CHARS,
+) -> ToolResult:
+    """Persist and preview ``result``'s text when it is longer than ``threshold``.
+
+    A result whose producer already decided (``persisted_output_files`` is not ``None``),
+    or whose text fits, is returned unchanged. Otherwise: ``(path,)`` when the store wrote
+    the text, ``()`` when there is no store or it failed (the preview then says so).
+    """
+    if threshold is None or result.persisted_output_files is not None:
+        return result
+    extracted = _model_text(result)
+    if extracted is None:
+        return result
+    text, media = extracted
+    if len(text) <= threshold:
+        return result
+    files: tuple[Path, ...] = ()
+    note = "the complete output could not be saved"
+    if store is not None:
+        try:
+            path = await store.persist(call.id, call.name, text)
+        except (ToolbatchError, OSError) as exc:
+            log.warning("generic.persist_failed", call_id=call.id, tool=call.name, error=str(exc))
+            note = f"the complete output could not be saved ({exc})"
+        else:
+            files = (path,)
+            note = f"Full output saved to: {path}"
+    header = f"Output too large ({len(text):,} characters); {note}.\n"
+    if files:
+        header += "Read that file for the parts not shown.\n"
+    preview = header + "Preview (head and tail):\n" + preview_text(text, preview_chars)
+    content: str | list[Part] = preview if not media else [TextPart(text=preview), *media]
+    display = result.display
+    if display is None:
+        display = preview
+    return result.model_copy(
+        update={"content": content, "display": display, "persisted_output_files": files}
+    )

@@ -1,0 +1,317 @@
+"""The session transcript: an append-only JSONL file, written ahead of sending.
+
+Every finalized tool turn is appended, flushed and fsynced before its parts are handed to the
+model, so a crash after the model saw a turn never loses its record. A record keeps the parts
+exactly as sent plus recorder-only metadata (each response's status, kind and
+``persisted_output_files``) so a resumed session can reuse artifacts. The agent loop also
+records the user's and the model's messages, so a session can be resumed whole.
+
+Record shapes (one JSON object per line; unknown fields are ignored, missing optional
+fields take their defaults, so transcripts written before a field existed still load)::
+
+    {"type": "tool_turn", "v": 1, "seq": 3, "session_id": "...", "parts": [<wire parts>],
+     "responses": [{"call_id", "name", "status", "kind", "error", "error_type",
+                    "part_count", "content_length", "persisted_output_files": [...]}]}
+    {"type": "message", "v": 1, "seq": 4, "role": "user" | "model",
+     "parts": [<wire parts>], "tool_calls": [{"id", "name", "args"}]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+
+import anyio
+import anyio.to_thread
+import structlog
+from pydantic import ValidationError
+
+from toolbatch._wire import Part, ToolCall, ToolCallResponse, Turn, model_text_length, parts_adapter
+from toolbatch.errors import RecorderError
+
+__all__ = [
+    "JsonlRecorder",
+    "RecordedTurn",
+    "Recorder",
+    "ResponseKind",
+    "load_session",
+]
+
+log = structlog.get_logger("toolbatch.recorder")
+
+ResponseKind: TypeAlias = Literal["executed", "duplicate", "skipped", "cancelled", "synthetic"]
+"""How a response came to be in a turn."""
+
+RECORD_VERSION: Final = 1
+_SCAN_BLOCK_BYTES: Final = 1 << 16
+
+
+@runtime_checkable
+class Recorder(Protocol):
+    """Where finalized turns go before they are sent. ``JsonlRecorder`` is the default."""
+
+    async def record_turn(self, turn: Turn, *, kinds: Sequence[ResponseKind] | None = None) -> None:
+        """Durably record ``turn`` (its parts exactly as they will be sent)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedTurn:
+    """One recorded entry of a session, in order.
+
+    Attributes:
+        type: ``"tool_turn"`` for a finalized batch of tool responses, ``"message"`` for a
+            user or model message.
+        parts: the parts exactly as they were sent.
+        responses: for a tool turn, each response rebuilt from the record (its parts are
+            slices of ``parts``; ``persisted_output_files`` restored from the metadata).
+        kinds: each response's kind.
+        role: for a message, ``"user"`` or ``"model"``.
+        tool_calls: for a model message, the calls it made.
+        seq: the record's sequence number in the file.
+    """
+
+    type: Literal["tool_turn", "message"]
+    parts: list[Part]
+    responses: list[ToolCallResponse] = field(default_factory=list)
+    kinds: list[ResponseKind] = field(default_factory=list)
+    role: Literal["user", "model"] | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    seq: int = 0
+
+
+def _dump_parts(parts: Sequence[Part]) -> list[Any]:
+    dumped: list[Any] = parts_adapter.dump_python(
+        list(parts), mode="json", by_alias=True, exclude_none=True
+    )
+    return dumped
+
+
+def _encode_line(record: dict[str, Any]) -> bytes:
+    # ensure_ascii keeps lone surrogates representable and the file plain ASCII JSON.
+    return (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+class JsonlRecorder:
+    """Appends a session's turns to a JSONL file, fsynced before each turn is sent.
+
+    Args:
+        path: the transcript file (created 0600 with its directory if missing). An existing
+            transcript is appended to; a torn last line left by a crash is cut off first.
+        session_id: stored in each record (default: the file's stem).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, session_id: str | None = None) -> None:
+        self.path = Path(path)
+        self.session_id = session_id if session_id is not None else self.path.stem
+        self._seq: int | None = None
+        self._lock = anyio.Lock()
+
+    async def record_turn(self, turn: Turn, *, kinds: Sequence[ResponseKind] | None = None) -> None:
+        """Append ``turn`` durably. ``kinds`` defaults to ``executed`` for every response."""
+        if kinds is not None and len(kinds) != len(turn.responses):
+            raise ValueError(
+                f"kinds has {len(kinds)} entries for {len(turn.responses)} responses; give "
+                f"one kind per response"
+            )
+        responses = []
+        for index, response in enumerate(turn.responses):
+            files = response.persisted_output_files
+            responses.append(
+                {
+                    "call_id": response.call_id,
+                    "name": response.name,
+                    "status": response.status,
+                    "kind": kinds[index] if kinds is not None else "executed",
+                    "error": response.error,
+                    "error_type": response.error_type,
+                    "part_count": len(response.parts),
+                    "content_length": response.content_length,
+                    "persisted_output_files": None if files is None else [str(p) for p in files],
+                }
+            )
+        await self._append(
+            {"type": "tool_turn", "parts": _dump_parts(turn.parts), "responses": responses}
+        )
+
+    async def record_message(
+        self,
+        role: Literal["user", "model"],
+        parts: Sequence[Part],
+        *,
+        tool_calls: Sequence[ToolCall] = (),
+    ) -> None:
+        """Append a user or model message (the agent loop's side of the history)."""
+        await self._append(
+            {
+                "type": "message",
+                "role": role,
+                "parts": _dump_parts(parts),
+                "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in tool_calls],
+            }
+        )
+
+    async def _append(self, record: dict[str, Any]) -> None:
+        async with self._lock:
+            if self._seq is None:
+                self._seq = await anyio.to_thread.run_sync(self._prepare)
+            self._seq += 1
+            line = _encode_line(
+                {**record, "v": RECORD_VERSION, "seq": self._seq, "session_id": self.session_id}
+            )
+            with anyio.CancelScope(shield=True):
+                # Shielded: once started, a record is either fully on disk or not at all.
+                await anyio.to_thread.run_sync(self._write, line)
+
+    def _prepare(self) -> int:
+        """Create the file if needed, cut a torn last line, and return the last seq."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise RecorderError(
+                f"cannot open transcript {str(self.path)!r}: {exc}; choose a writable path",
+                path=self.path,
+            ) from exc
+        try:
+            size = os.fstat(fd).st_size
+            keep = _line_start_before(fd, size)
+            if keep < size:
+                log.warning("recorder.torn_line_removed", path=str(self.path), bytes=size - keep)
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+            if keep == 0:
+                return 0
+            last_start = _line_start_before(fd, keep - 1)
+            last = os.pread(fd, keep - last_start, last_start)
+        finally:
+            os.close(fd)
+        try:
+            return int(json.loads(last).get("seq", 0))
+        except (ValueError, AttributeError):
+            return 0
+
+    def _write(self, line: bytes) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RecorderError(
+                f"cannot append to transcript {str(self.path)!r}: {exc}; free disk space or "
+                f"choose another path",
+                path=self.path,
+            ) from exc
+
+
+def _line_start_before(fd: int, end: int) -> int:
+    """The offset just after the last newline before ``end`` (0 if there is none)."""
+    position = end
+    while position > 0:
+        start = max(0, position - _SCAN_BLOCK_BYTES)
+        block = os.pread(fd, position - start, start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
+
+
+def _rebuild_tool_turn(record: dict[str, Any], parts: list[Part]) -> RecordedTurn:
+    responses: list[ToolCallResponse] = []
+    kinds: list[ResponseKind] = []
+    offset = 0
+    for meta in record.get("responses", []):
+        count = int(meta.get("part_count", 0))
+        own = parts[offset : offset + count]
+        offset += count
+        files = meta.get("persisted_output_files")
+        status = meta.get("status", "success")
+        error = meta.get("error")
+        if status != "success" and not error:
+            error = f"recorded with status {status}"
+        responses.append(
+            ToolCallResponse.model_construct(
+                call_id=str(meta.get("call_id", "")),
+                name=str(meta.get("name", "")),
+                parts=own,
+                display=None,
+                error=error,
+                error_type=meta.get("error_type"),
+                status=status,
+                content_length=int(meta.get("content_length") or model_text_length(own)),
+                persisted_output_files=None if files is None else tuple(Path(p) for p in files),
+            )
+        )
+        kinds.append(meta.get("kind", "executed"))
+    return RecordedTurn(
+        type="tool_turn",
+        parts=parts,
+        responses=responses,
+        kinds=kinds,
+        seq=int(record.get("seq", 0)),
+    )
+
+
+def load_session(path: str | os.PathLike[str]) -> list[RecordedTurn]:
+    """Read a transcript back, in order.
+
+    The parts of each entry compare equal (byte for byte after JSON serialization) to what
+    was sent. A torn last line is skipped with a warning; a damaged line elsewhere is
+    skipped with a warning too, and nothing around it is lost.
+
+    Raises:
+        RecorderError: the file cannot be read.
+    """
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise RecorderError(f"cannot read transcript {str(source)!r}: {exc}", path=source) from exc
+    lines = data.split(b"\n")
+    entries: list[RecordedTurn] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        is_last = number == len(lines)
+        try:
+            record = json.loads(raw)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+            parts = parts_adapter.validate_python(record.get("parts", []))
+        except (ValueError, ValidationError) as exc:
+            event = "recorder.torn_last_line" if is_last else "recorder.bad_line"
+            log.warning(event, path=str(source), line=number, error=str(exc)[:200])
+            continue
+        kind = record.get("type", "tool_turn")
+        if kind == "tool_turn":
+            entries.append(_rebuild_tool_turn(record, parts))
+        elif kind == "message":
+            calls = [
+                ToolCall.model_validate(
+                    {"id": c.get("id", ""), "name": c.get("name", ""), "args": c.get("args", {})}
+                )
+                for c in record.get("tool_calls", [])
+            ]
+            role = record.get("role", "user")
+            entries.append(
+                RecordedTurn(
+                    type="message",
+                    parts=parts,
+                    role="model" if role == "model" else "user",
+                    tool_calls=calls,
+                    seq=int(record.get("seq", 0)),
+                )
+            )
+        else:
+            log.debug("recorder.unknown_record", path=str(source), line=number, type=kind)
+    return entries
