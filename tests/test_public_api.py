@@ -20,21 +20,45 @@ PACKAGES = [
 CONTRACT = {
     "toolbatch": [
         "ArtifactStore",
+        "JsonlRecorder",
         "Part",
+        "Registry",
+        "SchedulerConfig",
         "ToolCall",
         "ToolCallResponse",
         "ToolResult",
+        "ToolScheduler",
         "ToolbatchError",
+        "Turn",
+        "default_registry",
+        "load_session",
+        "tool",
     ],
+    "toolbatch.finalize": [
+        "DEFAULT_LIFECYCLE_REMINDERS",
+        "enforce_send_budget",
+        "finalize_tool_responses",
+        "response_text_length",
+    ],
+    "toolbatch.hooks": ["CommandHook", "PostToolBatchInput", "PostToolBatchOutput"],
 }
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    # The order ruff's RUF022 keeps: CONSTANTS, then Classes, then functions.
+    if name.isupper() or (name.upper() == name and "_" in name):
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
 
 
 @pytest.mark.parametrize("module_name", PACKAGES)
 def test_all_lists_only_real_names_in_sorted_order(module_name: str) -> None:
-    """Each package's __all__ is sorted and every name in it resolves."""
+    """Each package's __all__ is sorted (constants, classes, functions) and resolves."""
     module = importlib.import_module(module_name)
     names = list(module.__all__)
-    assert names == sorted(names)
+    assert names == sorted(names, key=_isort_key)
     for name in names:
         assert hasattr(module, name), f"{module_name}.{name} is in __all__ but missing"
 

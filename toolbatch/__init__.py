@@ -6,7 +6,7 @@ what goes back to the model, what is recorded for resume and what hooks see are 
 bounded response.
 """
 
-from ._wire import (
+from toolbatch._wire import (
     FileData,
     FileDataPart,
     FunctionResponse,
@@ -23,8 +23,8 @@ from ._wire import (
     Turn,
     parts_adapter,
 )
-from .artifacts import ArtifactStore, ArtifactStream
-from .errors import (
+from toolbatch.artifacts import ArtifactStore, ArtifactStream
+from toolbatch.errors import (
     ArtifactCapExceeded,
     ArtifactError,
     ArtifactWriteError,
@@ -34,6 +34,15 @@ from .errors import (
     RecorderError,
     ToolbatchError,
     ToolRegistrationError,
+)
+from toolbatch.producers._function import FunctionTool, tool
+from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
+from toolbatch.scheduler import (
+    Registry,
+    SchedulerConfig,
+    ToolScheduler,
+    TurnAssembler,
+    default_registry,
 )
 
 __version__ = "0.1.0"
@@ -49,21 +58,31 @@ __all__ = [
     "FileDataPart",
     "FunctionResponse",
     "FunctionResponsePart",
+    "FunctionTool",
     "InlineData",
     "InlineDataPart",
+    "JsonlRecorder",
     "McpConfigError",
     "McpError",
     "Part",
+    "RecordedTurn",
     "RecorderError",
+    "Registry",
     "ResponseStatus",
+    "SchedulerConfig",
     "TextPart",
     "ToolCall",
     "ToolCallResponse",
     "ToolFailure",
     "ToolRegistrationError",
     "ToolResult",
+    "ToolScheduler",
     "ToolbatchError",
     "Turn",
+    "TurnAssembler",
     "__version__",
+    "default_registry",
+    "load_session",
     "parts_adapter",
+    "tool",
 ]

@@ -1,0 +1,520 @@
+"""The scheduler: one model turn's batch of tool calls, run concurrently, answered in order.
+
+The sequence, always: validate and plan the calls (unknown tools, invalid calls and repeated
+ids get their error responses in place), run the rest concurrently under the concurrency
+limit, each with a timeout, gather the responses in ordinal order, finalize, run the
+PostToolBatch hooks, finalize again, pass the parts through the send guard, record the turn
+(when a recorder is configured) and return it. Bad input never escapes ``run_batch``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, Protocol, Self
+
+import anyio
+import structlog
+from pydantic import ValidationError
+
+from toolbatch._wire import ToolCall, ToolCallResponse, ToolResult, Turn
+from toolbatch.artifacts import ArtifactStore
+from toolbatch.errors import ConfigError
+from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, DEFAULT_LIFECYCLE_REMINDERS
+from toolbatch.hooks import (
+    CommandHook,
+    PostToolBatchHook,
+    apply_hook_output,
+    build_hook_input,
+    run_post_tool_batch_hooks,
+)
+from toolbatch.hooks._command import DEFAULT_HOOK_TIMEOUT_S
+from toolbatch.producers._base import Producer, ProducerContext, ToolDeclaration
+from toolbatch.producers._function import DEFAULT_OUTPUT_THRESHOLD_CHARS
+from toolbatch.producers._generic import apply_output_threshold
+from toolbatch.recorder import Recorder, ResponseKind
+from toolbatch.scheduler._assembler import TurnAssembler
+from toolbatch.scheduler._registry import Registry
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT_CEILING_S",
+    "DEFAULT_CONCURRENCY",
+    "ApprovalCallback",
+    "BatchObserver",
+    "SchedulerConfig",
+    "ToolScheduler",
+]
+
+log = structlog.get_logger("toolbatch.scheduler")
+
+DEFAULT_CONCURRENCY: Final = 10
+DEFAULT_CALL_TIMEOUT_CEILING_S: Final = 600.0
+"""The longest any one call may run unless configured otherwise (shell's own maximum)."""
+BACKSTOP_GRACE_S: Final = 10.0
+"""Time a producer gets past the ceiling to clean up and answer before it is cut off."""
+
+ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool]]
+"""Asked before a tool whose declaration needs permission runs; ``False`` rejects it."""
+
+
+class BatchObserver(Protocol):
+    """Live events of a running batch, for display (never what the model receives).
+
+    Every method is optional to implement in spirit: subclass ``NullObserver`` or give an
+    object with these methods. Exceptions raised by an observer are logged and ignored.
+    """
+
+    def call_started(self, call: ToolCall) -> None:
+        """A call began running (after approval, when it needed one)."""
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        """A running call reported progress."""
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        """A call ended; ``response`` is its response before finalization (display use)."""
+
+
+def _check_positive(name: str, value: object, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or math.isnan(value)
+        or value <= 0
+    ):
+        fix = " or None to disable" if allow_none else ""
+        raise ConfigError(f"{name} must be a positive number{fix}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """How a ``ToolScheduler`` runs batches.
+
+    Attributes:
+        batch_budget: the aggregate budget of model-facing text per batch, in code points
+            (``None`` disables it).
+        concurrency: how many calls run at once.
+        call_timeout: the ceiling on any one call, in seconds. Producers have shorter
+            defaults of their own (shell 120 s unless the call asks for more, MCP 60 s,
+            Python tools 120 s) and honour this ceiling.
+        artifacts_dir: where complete output is kept (default: a new private directory
+            under the system temp dir for each scheduler session, left in place afterwards
+            so the model can still read it).
+        store: an ``ArtifactStore`` to use instead of making one at ``artifacts_dir``.
+        mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict or a JSON file path;
+            its servers are started and discovered on enter and stopped on exit.
+        hooks: PostToolBatch hooks: async callables and ``CommandHook``s.
+        hook_timeout: seconds a Python hook may take (command hooks have their own).
+        recorder: where each finalized turn is recorded before it is returned.
+        lifecycle_reminders: protected lifecycle reminder texts per tool name.
+        session_id: passed to hooks and recorded.
+    """
+
+    batch_budget: int | None = DEFAULT_BATCH_BUDGET_CHARS
+    concurrency: int = DEFAULT_CONCURRENCY
+    call_timeout: float = DEFAULT_CALL_TIMEOUT_CEILING_S
+    artifacts_dir: str | os.PathLike[str] | None = None
+    store: ArtifactStore | None = None
+    mcp_servers: Mapping[str, Any] | str | os.PathLike[str] | None = None
+    hooks: Sequence[PostToolBatchHook | CommandHook] = ()
+    hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
+    recorder: Recorder | None = None
+    lifecycle_reminders: Mapping[str, Sequence[str]] = field(
+        default_factory=lambda: dict(DEFAULT_LIFECYCLE_REMINDERS)
+    )
+    session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        budget = self.batch_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            raise ConfigError(
+                f"batch_budget must be a positive int of characters or None to disable, "
+                f"got {budget!r}"
+            )
+        if (
+            isinstance(self.concurrency, bool)
+            or not isinstance(self.concurrency, int)
+            or self.concurrency < 1
+        ):
+            raise ConfigError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
+        _check_positive("call_timeout", self.call_timeout)
+        _check_positive("hook_timeout", self.hook_timeout)
+        if isinstance(self.hooks, str | bytes) or not isinstance(self.hooks, Sequence):
+            raise ConfigError(f"hooks must be a list of hooks, got {self.hooks!r}")
+        for index, hook in enumerate(self.hooks):
+            if not callable(hook):
+                raise ConfigError(
+                    f"hooks[{index}] = {hook!r} is not callable; pass an async function or a "
+                    f"toolbatch.hooks.CommandHook"
+                )
+        if self.recorder is not None and not callable(getattr(self.recorder, "record_turn", None)):
+            raise ConfigError(
+                f"recorder {self.recorder!r} has no record_turn method; use "
+                f"toolbatch.JsonlRecorder(path)"
+            )
+
+
+@dataclass(slots=True, eq=False)
+class _Plan:
+    """One call's place in the batch and, once known, its response."""
+
+    ordinal: int
+    call: ToolCall | None
+    producer: Producer | None = None
+    response: ToolCallResponse | None = None
+    kind: ResponseKind = "executed"
+    scope: anyio.CancelScope | None = None
+    context: ProducerContext | None = None
+
+
+def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
+    if method is None:
+        return
+    try:
+        method(*args)
+    except Exception as exc:  # an observer never breaks the batch
+        log.warning("scheduler.observer_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+class ToolScheduler:
+    """Runs batches of tool calls. Use it as an async context manager.
+
+    ``async with ToolScheduler(registry, config) as scheduler:`` starts the MCP servers of
+    the configuration and makes the artifact store; ``await scheduler.run_batch(calls)``
+    returns a ``Turn`` per batch; leaving the block stops the servers.
+    """
+
+    def __init__(self, registry: Registry, config: SchedulerConfig | None = None) -> None:
+        if not isinstance(registry, Registry):
+            raise ConfigError(
+                f"ToolScheduler needs a toolbatch.Registry, got {registry!r}; build one with "
+                f"toolbatch.default_registry() or toolbatch.Registry([...])"
+            )
+        self.registry = registry
+        self.config = config if config is not None else SchedulerConfig()
+        self._producers: dict[str, Producer] = {}
+        self._store: ArtifactStore | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._mcp: Any = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._stack is not None:
+            raise RuntimeError("this ToolScheduler is already open")
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            self._store = self._make_store()
+            self._producers = {name: self.registry.get(name) for name in self.registry}  # type: ignore[misc]
+            if self.config.mcp_servers is not None:
+                from toolbatch.producers.mcp import McpServers, load_mcp_config
+
+                servers = McpServers(load_mcp_config(self.config.mcp_servers))
+                self._mcp = await stack.enter_async_context(servers)
+                for producer in servers.producers():
+                    name = producer.declaration.name
+                    if name in self._producers:
+                        log.warning("scheduler.mcp_tool_shadowed", tool=name)
+                        continue
+                    self._producers[name] = producer
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        log.info(
+            "scheduler.opened",
+            tools=len(self._producers),
+            artifacts=str(self._store.root) if self._store else None,
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.__aexit__(exc_type, exc, tb)
+
+    def _make_store(self) -> ArtifactStore:
+        if self.config.store is not None:
+            return self.config.store
+        if self.config.artifacts_dir is not None:
+            return ArtifactStore(self.config.artifacts_dir)
+        return ArtifactStore(tempfile.mkdtemp(prefix="toolbatch-artifacts-"))
+
+    @property
+    def store(self) -> ArtifactStore:
+        """The artifact store of this session."""
+        if self._store is None:
+            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
+        return self._store
+
+    @property
+    def mcp_servers(self) -> Any:
+        """The running MCP servers (``None`` when none are configured)."""
+        return self._mcp
+
+    def declarations(self) -> list[ToolDeclaration]:
+        """Every tool this scheduler can run (registry and MCP), for the model."""
+        if self._stack is None:
+            return self.registry.declarations()
+        return [producer.declaration for producer in self._producers.values()]
+
+    def producer(self, name: str) -> Producer | None:
+        """The producer that answers ``name`` in this session."""
+        if self._stack is None:
+            return self.registry.get(name)
+        return self._producers.get(name)
+
+    # -- one batch ------------------------------------------------------------------------
+
+    async def run_batch(
+        self,
+        calls: Sequence[ToolCall | Mapping[str, Any]],
+        /,
+        *,
+        abort: anyio.Event | None = None,
+        observer: BatchObserver | None = None,
+        approve: ApprovalCallback | None = None,
+    ) -> Turn:
+        """Run one model turn's calls and return the finalized, recorded turn.
+
+        Args:
+            calls: the model's calls in its order (``ToolCall`` objects or their dicts).
+            abort: when set, running calls are cancelled (no process left behind) and every
+                unfinished call gets a ``cancelled`` response.
+            observer: receives live per-call events for display.
+            approve: asked before tools that need permission run; a rejection becomes an
+                error response the model sees.
+        """
+        if self._stack is None:
+            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
+        plans = self._plan(calls)
+        await self._execute(plans, abort, observer, approve)
+        return await self._complete(plans)
+
+    def _plan(self, calls: Sequence[ToolCall | Mapping[str, Any]]) -> list[_Plan]:
+        if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
+            calls = [calls]  # one malformed "batch": answer it
+        plans: list[_Plan] = []
+        seen: set[str] = set()
+        for index, raw in enumerate(calls):
+            call, problem = _coerce_call(raw, index)
+            ordinal = call.ordinal if call.ordinal is not None else index
+            plan = _Plan(ordinal=ordinal, call=call)
+            if problem is not None:
+                plan.response = ToolCallResponse.failed(call, problem, error_type="invalid_call")
+                plan.kind = "synthetic"
+            elif call.id in seen:
+                plan.response = ToolCallResponse.failed(
+                    call,
+                    f"duplicate tool call id {call.id!r} in this batch; it was not run again "
+                    f"(each call in a batch needs its own id)",
+                    status="duplicate",
+                    error_type="duplicate_call",
+                )
+                plan.kind = "duplicate"
+            else:
+                producer = self._producers.get(call.name)
+                if producer is None:
+                    known = ", ".join(sorted(self._producers)) or "none"
+                    plan.response = ToolCallResponse.failed(
+                        call,
+                        f"unknown tool {call.name!r}; available tools: {known}",
+                        error_type="unknown_tool",
+                    )
+                    plan.kind = "synthetic"
+                else:
+                    plan.producer = producer
+            seen.add(call.id)
+            plans.append(plan)
+        plans.sort(key=lambda plan: plan.ordinal)
+        return plans
+
+    async def _execute(
+        self,
+        plans: list[_Plan],
+        abort: anyio.Event | None,
+        observer: BatchObserver | None,
+        approve: ApprovalCallback | None,
+    ) -> None:
+        runnable = [plan for plan in plans if plan.response is None]
+        if not runnable:
+            return
+        limiter = anyio.CapacityLimiter(self.config.concurrency)
+        aborted = anyio.Event()
+
+        async def watch_abort(event: anyio.Event) -> None:
+            await event.wait()
+            aborted.set()
+            for plan in runnable:
+                if plan.scope is not None:
+                    plan.scope.cancel()
+
+        async with anyio.create_task_group() as outer:
+            if abort is not None:
+                outer.start_soon(watch_abort, abort)
+            async with anyio.create_task_group() as tg:
+                for plan in runnable:
+                    tg.start_soon(self._run_one, plan, limiter, aborted, observer, approve)
+            outer.cancel_scope.cancel()
+
+    async def _run_one(
+        self,
+        plan: _Plan,
+        limiter: anyio.CapacityLimiter,
+        aborted: anyio.Event,
+        observer: BatchObserver | None,
+        approve: ApprovalCallback | None,
+    ) -> None:
+        call, producer = plan.call, plan.producer
+        assert call is not None
+        assert producer is not None
+        with anyio.CancelScope() as scope:
+            plan.scope = scope
+            if aborted.is_set():
+                scope.cancel()
+            async with limiter:
+                plan.response = await self._answer(plan, call, producer, observer, approve)
+        if plan.response is None:
+            if plan.context is not None:
+                plan.context.cancelled.set()
+            plan.response = ToolCallResponse.failed(
+                call,
+                f"tool call {call.name!r} was cancelled by the user before it finished",
+                status="cancelled",
+                error_type="cancelled",
+            )
+            plan.kind = "cancelled"
+        if observer is not None:
+            _safe_notify(getattr(observer, "call_finished", None), call, plan.response)
+
+    async def _answer(
+        self,
+        plan: _Plan,
+        call: ToolCall,
+        producer: Producer,
+        observer: BatchObserver | None,
+        approve: ApprovalCallback | None,
+    ) -> ToolCallResponse:
+        declaration = producer.declaration
+        if approve is not None and declaration.needs_permission:
+            try:
+                allowed = await approve(call, declaration)
+            except Exception as exc:
+                log.warning("scheduler.approval_failed", call_id=call.id, error=str(exc))
+                allowed = False
+            if not allowed:
+                return ToolCallResponse.failed(
+                    call,
+                    f"the user did not allow {call.name!r} to run; do not retry it unchanged",
+                    error_type="permission_denied",
+                )
+        progress = getattr(observer, "call_progress", None) if observer is not None else None
+
+        def report(message: str) -> None:
+            _safe_notify(progress, call, message)
+
+        context = ProducerContext(
+            store=self._store,
+            log=log.bind(call_id=call.id, tool=call.name),
+            timeout_s=self.config.call_timeout,
+            progress=report,
+        )
+        plan.context = context
+        if observer is not None:
+            _safe_notify(getattr(observer, "call_started", None), call)
+        ceiling = self.config.call_timeout + BACKSTOP_GRACE_S
+        result: ToolResult | None = None
+        with anyio.move_on_after(ceiling) as deadline:
+            try:
+                result = await producer.run(call, context)
+            except Exception as exc:
+                log.warning("scheduler.producer_raised", call_id=call.id, error=repr(exc))
+                result = ToolResult.failure(
+                    f"tool {call.name!r} failed: {type(exc).__name__}: {exc}",
+                    type="tool_crashed",
+                )
+        if deadline.cancelled_caught or result is None:
+            context.cancelled.set()
+            return ToolCallResponse.failed(
+                call,
+                f"tool {call.name!r} did not finish within {self.config.call_timeout:g} s and "
+                f"was stopped",
+                error_type="timeout",
+            )
+        if not isinstance(result, ToolResult):
+            return ToolCallResponse.failed(
+                call,
+                f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult",
+                error_type="tool_crashed",
+            )
+        threshold = getattr(producer, "output_threshold", DEFAULT_OUTPUT_THRESHOLD_CHARS)
+        result = await apply_output_threshold(
+            result, call=call, store=self._store, threshold=threshold
+        )
+        return ToolCallResponse.from_result(call, result)
+
+    async def _complete(self, plans: list[_Plan]) -> Turn:
+        assembler = TurnAssembler(
+            budget=self.config.batch_budget,
+            store=self._store,
+            recorder=self.config.recorder,
+            lifecycle_reminders=self.config.lifecycle_reminders,
+        )
+        calls: list[ToolCall | None] = []
+        for plan in plans:
+            assert plan.response is not None
+            assembler.add(plan.response, ordinal=plan.ordinal, kind=plan.kind)
+            calls.append(plan.call)
+        hooks = self.config.hooks
+
+        async def run_hooks(responses: list[ToolCallResponse]) -> list[ToolCallResponse]:
+            batch = build_hook_input(responses, calls, session_id=self.config.session_id)
+            output = await run_post_tool_batch_hooks(
+                hooks, batch, timeout_s=self.config.hook_timeout
+            )
+            return apply_hook_output(responses, output)
+
+        return await assembler.complete(post_finalize=run_hooks if hooks else None)
+
+
+def _coerce_call(raw: object, index: int) -> tuple[ToolCall, str | None]:
+    """The call, or a stand-in plus the reason it is malformed."""
+    if isinstance(raw, ToolCall):
+        return raw, None
+    if isinstance(raw, Mapping):
+        try:
+            return ToolCall.model_validate(raw), None
+        except ValidationError as exc:
+            raw_id = raw.get("id")
+            raw_name = raw.get("name")
+            stand_in = ToolCall.model_construct(
+                id=raw_id if isinstance(raw_id, str) and raw_id else f"invalid-call-{index}",
+                name=raw_name if isinstance(raw_name, str) and raw_name else "invalid_call",
+                args={},
+                ordinal=index,
+                prompt_id=None,
+            )
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'call'}: {e['msg']}"
+                for e in exc.errors(include_url=False)[:5]
+            )
+            return stand_in, f"malformed tool call at position {index}: {problems}"
+    stand_in = ToolCall.model_construct(
+        id=f"invalid-call-{index}", name="invalid_call", args={}, ordinal=index, prompt_id=None
+    )
+    return stand_in, (
+        f"malformed tool call at position {index}: expected an object with id, name and "
+        f"args, got {type(raw).__name__}"
+    )
