@@ -1,0 +1,206 @@
+"""JSON-string byte accounting and single-string preview selection, as JavaScript sees them.
+
+Transport budgets are stated in UTF-8 bytes of ``JSON.stringify(value)``, so a Python
+consumer and a JavaScript one agree to the byte. For strings without surrogates
+``pydantic_core.to_json`` writes exactly what ``JSON.stringify`` writes (raw UTF-8, DEL and
+U+2028/U+2029 unescaped, ``\\b \\t \\n \\f \\r`` and lowercase ``\\u00xx`` for other controls).
+Surrogate code points differ: JavaScript joins a high surrogate followed by a low one into
+one 4-byte character and escapes every other surrogate as ``\\udXXX`` (6 bytes).
+
+Everything here is pure: no I/O, no async. Costs are bounded: measuring is linear in C and
+works in fixed-size chunks (no full-size copy), and projecting reads at most ``max_bytes``
+code points from each end of the string, so a 1 GB string projects as fast as a 1 MB one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from pydantic_core import PydanticSerializationError, to_json
+
+from toolbatch.errors import ConfigError
+
+__all__ = [
+    "HEADLESS_MARKER",
+    "HEADLESS_TOOL_RESULT_JSON_BYTES",
+    "json_string_bytes",
+    "project_json_string",
+]
+
+HEADLESS_TOOL_RESULT_JSON_BYTES: Final = 65_536
+"""Budget of a headless ``tool_result.content``: UTF-8 bytes of its JSON string, quotes included."""
+
+HEADLESS_MARKER: Final = "\n[... truncated for Headless transport ...]\n"
+"""What replaces the middle of a headless ``tool_result.content`` that is over budget."""
+
+_QUOTE_BYTES: Final = 2
+_CHUNK_CODE_POINTS: Final = 1 << 16
+"""Measure long strings in slices this long: keeps buffers in cache and memory flat."""
+_HEAD_SHARE_NUMERATOR: Final = 1
+_HEAD_SHARE_DENOMINATOR: Final = 5
+"""The head keeps floor(1/5) of the preview's source bytes; the tail gets the rest."""
+
+_LONE_SURROGATE_EXTRA_BYTES: Final = 5
+"""``\\udXXX`` is 6 bytes where the ``?`` that ``encode(errors="replace")`` leaves is 1."""
+_PAIR_SAVED_BYTES: Final = 8
+"""A joined pair is 4 bytes, not the 2 x 6 of two lone surrogates."""
+_HIGH_SURROGATE_UTF8: Final = re.compile(rb"\xed[\xa0-\xaf]")
+_SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def json_string_bytes(s: str) -> int:
+    """UTF-8 byte length of JavaScript's ``JSON.stringify(s)``, both quotes included.
+
+    Escapes are counted as ``JSON.stringify`` writes them: ``"`` and ``\\`` take 2 bytes,
+    control characters 2 (``\\n`` and friends) or 6 (``\\u001f``), a high surrogate
+    directly followed by a low one 4 bytes together, every other surrogate 6 (``\\udXXX``),
+    anything else its raw UTF-8 length.
+
+    Example:
+        >>> json_string_bytes('a"é😀')
+        11
+    """
+    return _payload_bytes(s) + _QUOTE_BYTES
+
+
+def project_json_string(
+    s: str,
+    /,
+    *,
+    max_bytes: int = HEADLESS_TOOL_RESULT_JSON_BYTES,
+    marker: str = HEADLESS_MARKER,
+) -> str:
+    """``s`` bounded to ``max_bytes`` of JSON (``json_string_bytes``), head and tail kept.
+
+    When ``s`` fits it is returned as is (the same object). Otherwise the result is the
+    longest prefix of ``s`` within about 20% of the bytes left beside ``marker``, then
+    ``marker``, then the longest suffix of ``s`` within the remaining bytes; the marker's
+    bytes count. No code point is split, nor a high surrogate from the low one after it.
+    When even ``marker`` does not fit, the result is the longest prefix of ``s`` that does.
+
+    The result always fits, so projecting it again returns it unchanged. The cost depends
+    on ``max_bytes``, not on ``len(s)``: a string with more code points than ``max_bytes``
+    cannot fit (every code point costs at least one byte), and the preview reads at most
+    ``max_bytes`` code points from each end.
+
+    Args:
+        s: the text to bound.
+        max_bytes: the budget in UTF-8 bytes of ``JSON.stringify(result)``, quotes
+            included; at least 2.
+        marker: what stands for the dropped middle.
+
+    Raises:
+        ConfigError: ``max_bytes`` is below 2, so not even ``""`` fits.
+    """
+    if max_bytes < _QUOTE_BYTES:
+        raise ConfigError(
+            f"max_bytes must be at least {_QUOTE_BYTES} (the two quotes of an empty JSON "
+            f"string), got {max_bytes!r}; pass a larger budget"
+        )
+    payload_budget = max_bytes - _QUOTE_BYTES
+    if len(s) <= payload_budget and _payload_bytes(s) <= payload_budget:
+        return s
+    marker_bytes = _payload_bytes(marker)
+    if payload_budget < marker_bytes:
+        head_end, _ = _fit_prefix(s, payload_budget)
+        return s[:head_end]
+    source_budget = payload_budget - marker_bytes
+    head_budget = source_budget * _HEAD_SHARE_NUMERATOR // _HEAD_SHARE_DENOMINATOR
+    head_end, head_used = _fit_prefix(s, head_budget)
+    # Bytes the head could not use (a wide character at its edge) go to the tail.
+    tail_start = _fit_suffix(s, source_budget - head_used, floor=head_end)
+    return s[:head_end] + marker + s[tail_start:]
+
+
+def _payload_bytes(s: str) -> int:
+    """``json_string_bytes(s)`` without the quotes, in fixed-size chunks."""
+    length = len(s)
+    if length <= _CHUNK_CODE_POINTS:
+        return _chunk_payload_bytes(s)
+    total = 0
+    start = 0
+    while start < length:
+        end = start + _CHUNK_CODE_POINTS
+        if end < length and _splits_pair(s, end):
+            end += 1
+        total += _chunk_payload_bytes(s[start:end])
+        start = end
+    return total
+
+
+def _chunk_payload_bytes(s: str) -> int:
+    try:
+        return len(to_json(s)) - _QUOTE_BYTES
+    except PydanticSerializationError:
+        pass
+    # Surrogates. "replace" turns each into one "?", which to_json counts as 1 byte;
+    # "surrogatepass" writes each as 3 bytes, so the difference counts them.
+    replaced = s.encode("utf-8", "replace")
+    passed = s.encode("utf-8", "surrogatepass")
+    surrogates = (len(passed) - len(replaced)) // 2
+    total = len(to_json(replaced)) - _QUOTE_BYTES + surrogates * _LONE_SURROGATE_EXTRA_BYTES
+    if _HIGH_SURROGATE_UTF8.search(passed) is not None:
+        total -= len(_SURROGATE_PAIR.findall(s)) * _PAIR_SAVED_BYTES
+    return total
+
+
+def _is_high(ch: str) -> bool:
+    return "\ud800" <= ch <= "\udbff"
+
+
+def _is_low(ch: str) -> bool:
+    return "\udc00" <= ch <= "\udfff"
+
+
+def _splits_pair(s: str, index: int) -> bool:
+    """Whether cutting ``s`` before ``index`` separates a high surrogate from its low one."""
+    return 0 < index < len(s) and _is_high(s[index - 1]) and _is_low(s[index])
+
+
+def _fit_prefix(s: str, budget: int) -> tuple[int, int]:
+    """The end of the longest prefix of ``s`` within ``budget`` payload bytes, and its bytes.
+
+    A descent over slice sizes: try a slice, keep it when it fits, halve the size when it
+    does not. Costs add up slice by slice because no slice boundary splits a pair, and
+    every code point costs at least one byte, so no more than ``budget`` code points are
+    read.
+    """
+    length = len(s)
+    end = 0
+    used = 0
+    step = min(budget, length)
+    while step > 0:
+        stop = min(end + step, length)
+        if _splits_pair(s, stop):
+            stop = stop - 1 if stop - 1 > end else stop + 1
+        cost = _payload_bytes(s[end:stop])
+        if used + cost <= budget:
+            used += cost
+            end = stop
+            step = min(step, budget - used, length - end)
+        else:
+            step //= 2
+    return end, used
+
+
+def _fit_suffix(s: str, budget: int, *, floor: int) -> int:
+    """The start of the longest suffix of ``s[floor:]`` within ``budget`` payload bytes."""
+    start = len(s)
+    used = 0
+    step = min(budget, start - floor)
+    while step > 0:
+        begin = max(start - step, floor)
+        if _splits_pair(s, begin):
+            begin = begin + 1 if begin + 1 < start else begin - 1
+            if begin < floor:
+                step //= 2
+                continue
+        cost = _payload_bytes(s[begin:start])
+        if used + cost <= budget:
+            used += cost
+            start = begin
+            step = min(step, budget - used, start - floor)
+        else:
+            step //= 2
+    return start
