@@ -42,6 +42,7 @@ class ToolDeclaration(BaseModel):
         description: what the tool does, for the model.
         input_schema: a JSON schema (an object schema) for the call's ``args``.
         needs_permission: whether an interactive front end (ACP) asks the user first.
+        read_only: whether the tool only reads (speculative runs may run it ahead of time).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -50,6 +51,7 @@ class ToolDeclaration(BaseModel):
     description: str = ""
     input_schema: dict[str, JsonValue] = Field(default_factory=_empty_object_schema)
     needs_permission: bool = Field(default=False, exclude=True)
+    read_only: bool = Field(default=False, exclude=True)
 
 
 ProgressCallback = Callable[[str], None]

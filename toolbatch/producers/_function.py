@@ -107,6 +107,7 @@ class FunctionTool:
         description: str | None = None,
         output_threshold: int | None = DEFAULT_OUTPUT_THRESHOLD_CHARS,
         needs_permission: bool = False,
+        read_only: bool = False,
         timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         if not callable(func):
@@ -140,6 +141,7 @@ class FunctionTool:
             description=description if description is not None else doc,
             input_schema=schema,
             needs_permission=needs_permission,
+            read_only=read_only,
         )
         functools.update_wrapper(self, func)
 
@@ -284,6 +286,7 @@ def tool(
     description: str | None = None,
     output_threshold: int | None = DEFAULT_OUTPUT_THRESHOLD_CHARS,
     needs_permission: bool = False,
+    read_only: bool = False,
     timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
 ) -> Callable[[F], FunctionTool]: ...
 
@@ -296,6 +299,7 @@ def tool(
     description: str | None = None,
     output_threshold: int | None = DEFAULT_OUTPUT_THRESHOLD_CHARS,
     needs_permission: bool = False,
+    read_only: bool = False,
     timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
 ) -> FunctionTool | Callable[[F], FunctionTool]:
     """Turn a typed (async or sync) function into a tool.
@@ -311,6 +315,7 @@ def tool(
         output_threshold: characters of output above which it is persisted and previewed;
             ``None`` never persists.
         needs_permission: whether interactive front ends ask the user before running it.
+        read_only: whether it only reads (speculative runs may run it ahead of time).
         timeout_s: the longest one call may run.
     """
 
@@ -321,6 +326,7 @@ def tool(
             description=description,
             output_threshold=output_threshold,
             needs_permission=needs_permission,
+            read_only=read_only,
             timeout_s=timeout_s,
         )
 

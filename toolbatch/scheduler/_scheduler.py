@@ -286,6 +286,7 @@ class ToolScheduler:
         abort: anyio.Event | None = None,
         observer: BatchObserver | None = None,
         approve: ApprovalCallback | None = None,
+        record: bool = True,
     ) -> Turn:
         """Run one model turn's calls and return the finalized, recorded turn.
 
@@ -296,12 +297,14 @@ class ToolScheduler:
             observer: receives live per-call events for display.
             approve: asked before tools that need permission run; a rejection becomes an
                 error response the model sees.
+            record: ``False`` skips the configured recorder, for a runtime that records
+                the whole turn at its own outer boundary.
         """
         if self._stack is None:
             raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
         plans = self._plan(calls)
         await self._execute(plans, abort, observer, approve)
-        return await self._complete(plans)
+        return await self._complete(plans, record=record)
 
     def _plan(self, calls: Sequence[ToolCall | Mapping[str, Any]]) -> list[_Plan]:
         if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
@@ -465,11 +468,11 @@ class ToolScheduler:
         )
         return ToolCallResponse.from_result(call, result)
 
-    async def _complete(self, plans: list[_Plan]) -> Turn:
+    async def _complete(self, plans: list[_Plan], *, record: bool) -> Turn:
         assembler = TurnAssembler(
             budget=self.config.batch_budget,
             store=self._store,
-            recorder=self.config.recorder,
+            recorder=self.config.recorder if record else None,
             lifecycle_reminders=self.config.lifecycle_reminders,
         )
         calls: list[ToolCall | None] = []
