@@ -35,6 +35,7 @@ from toolbatch.errors import (
     ToolbatchError,
     ToolRegistrationError,
 )
+from toolbatch.logs import configure_logging
 from toolbatch.producers._function import FunctionTool, tool
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
@@ -81,6 +82,7 @@ __all__ = [
     "Turn",
     "TurnAssembler",
     "__version__",
+    "configure_logging",
     "default_registry",
     "load_session",
     "parts_adapter",

@@ -1,0 +1,172 @@
+"""The examples run with one command each and do what their docstrings say."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from toolbatch import load_session
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def _run(
+    script: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_custom_producer_example(tmp_path: Path) -> None:
+    """The custom producer persists its long listing once; the bad call is an error."""
+    for i in range(40):
+        (tmp_path / f"file{i:02d}.txt").write_text("x\n" * i)
+    done = _run("custom_producer.py", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "== list_tree [t1] success" in out
+    assert "== count_lines [t2] success" in out
+    assert "== count_lines [t3] error" in out
+    assert "within budget 3000" in out
+    listing_line = next(line for line in out.splitlines() if "artifacts" in line)
+    [artifact] = json.loads(listing_line.split("artifacts: ")[1].replace("'", '"'))
+    assert Path(artifact).read_text().count("\n") == 39
+
+
+class _FakeChatCompletions(BaseHTTPRequestHandler):
+    """Answers like the chat completions API: parallel tool calls, then a summary."""
+
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+    def do_POST(self) -> None:
+        length = int(self.headers["Content-Length"])
+        body = json.loads(self.rfile.read(length))
+        body["_auth"] = self.headers.get("Authorization")
+        body["_path"] = self.path
+        type(self).requests.append(body)
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {
+                            "name": "run_shell_command",
+                            "arguments": json.dumps({"command": "seq 1 50000"}),
+                        },
+                    },
+                    {
+                        "id": "call_b",
+                        "type": "function",
+                        "function": {
+                            "name": "word_count",
+                            "arguments": json.dumps({"text": "one two three"}),
+                        },
+                    },
+                ],
+            }
+        else:
+            tools = [m for m in body["messages"] if m["role"] == "tool"]
+            message = {
+                "role": "assistant",
+                "content": "summary: " + " | ".join(m["content"][-40:] for m in tools),
+            }
+        payload = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def chat_server() -> Iterator[str]:
+    _FakeChatCompletions.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeChatCompletions)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_openai_loop_example_against_a_loopback_server(chat_server: str, tmp_path: Path) -> None:
+    """The loop sends the registry's tools, runs parallel calls, and sends the finalized turn."""
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("")
+    done = _run(
+        "openai_loop.py",
+        "count things",
+        "--resume",
+        str(transcript),
+        "--budget",
+        "5000",
+        env={"OPENAI_BASE_URL": chat_server, "OPENAI_API_KEY": "sk-test", "OPENAI_MODEL": "fake"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("summary: ")
+    first, second = _FakeChatCompletions.requests
+    assert first["_path"] == "/v1/chat/completions"
+    assert first["_auth"] == "Bearer sk-test"
+    assert first["model"] == "fake"
+    assert first["parallel_tool_calls"] is True
+    assert {t["function"]["name"] for t in first["tools"]} == {"run_shell_command", "word_count"}
+    tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_a", "call_b"]
+    assert tool_messages[1]["content"] == "3"
+    assert sum(len(m["content"]) for m in tool_messages) <= 5000
+    assert "50000" in tool_messages[0]["content"]
+    [turn] = [e for e in load_session(transcript) if e.type == "tool_turn"]
+    recorded = {
+        p.function_response.id: p.function_response.response.get("output")  # type: ignore[union-attr]
+        for p in turn.parts
+    }
+    assert recorded["call_b"] == "3"
+    assert isinstance(recorded["call_a"], str)
+    assert recorded["call_a"] in tool_messages[0]["content"]
+
+
+def test_openai_loop_example_without_a_model_name_explains_itself() -> None:
+    """Missing OPENAI_MODEL: exit 2 and a message naming the variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "openai_loop.py"), "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "OPENAI_MODEL" in done.stderr
