@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from bench._report import Row, format_table, save
+from toolbatch import configure_logging
 
 
 def _modules() -> list[str]:
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
+    configure_logging("error")
     rows: list[Row] = []
     failed: list[str] = []
     for name in _modules():

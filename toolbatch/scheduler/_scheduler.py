@@ -392,13 +392,21 @@ class ToolScheduler:
         if plan.response is None:
             if plan.context is not None:
                 plan.context.cancelled.set()
-            plan.response = ToolCallResponse.failed(
-                call,
-                f"tool call {call.name!r} was cancelled by the user before it finished",
-                status="cancelled",
-                error_type="cancelled",
-            )
-            plan.kind = "cancelled"
+            if aborted.is_set():
+                plan.response = ToolCallResponse.failed(
+                    call,
+                    f"tool call {call.name!r} was cancelled by the user before it finished",
+                    status="cancelled",
+                    error_type="cancelled",
+                )
+                plan.kind = "cancelled"
+            else:
+                plan.response = ToolCallResponse.failed(
+                    call,
+                    f"tool {call.name!r} did not finish within {self.config.call_timeout:g} s "
+                    f"and was stopped",
+                    error_type="timeout",
+                )
         if observer is not None:
             _safe_notify(getattr(observer, "call_finished", None), call, plan.response)
 
@@ -437,24 +445,17 @@ class ToolScheduler:
         plan.context = context
         if observer is not None:
             _safe_notify(getattr(observer, "call_started", None), call)
-        ceiling = self.config.call_timeout + BACKSTOP_GRACE_S
-        result: ToolResult | None = None
-        with anyio.move_on_after(ceiling) as deadline:
-            try:
-                result = await producer.run(call, context)
-            except Exception as exc:
-                log.warning("scheduler.producer_raised", call_id=call.id, error=repr(exc))
-                result = ToolResult.failure(
-                    f"tool {call.name!r} failed: {type(exc).__name__}: {exc}",
-                    type="tool_crashed",
-                )
-        if deadline.cancelled_caught or result is None:
-            context.cancelled.set()
-            return ToolCallResponse.failed(
-                call,
-                f"tool {call.name!r} did not finish within {self.config.call_timeout:g} s and "
-                f"was stopped",
-                error_type="timeout",
+        # The backstop: the call's own scope (which an abort also cancels) gets a deadline
+        # now that the producer starts; _run_one tells a timeout from an abort.
+        assert plan.scope is not None
+        plan.scope.deadline = anyio.current_time() + self.config.call_timeout + BACKSTOP_GRACE_S
+        try:
+            result = await producer.run(call, context)
+        except Exception as exc:
+            log.warning("scheduler.producer_raised", call_id=call.id, error=repr(exc))
+            result = ToolResult.failure(
+                f"tool {call.name!r} failed: {type(exc).__name__}: {exc}",
+                type="tool_crashed",
             )
         if not isinstance(result, ToolResult):
             return ToolCallResponse.failed(
