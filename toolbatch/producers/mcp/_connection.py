@@ -1,0 +1,392 @@
+"""One MCP server: started on demand, called with a timeout, restarted after a crash.
+
+A connection is a sequence of generations. Each generation is one server process (or one
+HTTP session) with one ``ClientSession``, run by the connection's supervisor task, which
+lives in ``McpServers``'s task group: anyio scopes must be entered and left by the same
+task, so calls (which run in the scheduler's tasks) never own the session.
+
+A call borrows the current generation. When the server exits or the connection breaks,
+the generation is lost: calls in flight get a clear error, and the next call asks the
+supervisor for a new generation and waits for it to be ready. A failed (re)start is
+reported to the calls waiting for it, and to every call for ``RESTART_BACKOFF_S`` after it,
+so a broken server is not respawned by every call of a batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp_types as types
+import structlog
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+
+from toolbatch.errors import McpError
+from toolbatch.producers._base import ProgressCallback
+from toolbatch.producers.mcp._config import HttpServerConfig, ServerConfig, StdioServerConfig
+from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
+
+__all__ = [
+    "DEFAULT_START_TIMEOUT_S",
+    "CallFailure",
+    "McpConnection",
+]
+
+log = structlog.get_logger("toolbatch.mcp")
+
+DEFAULT_START_TIMEOUT_S: Final = 30.0
+"""How long a server has to answer ``initialize`` and ``tools/list``."""
+RESTART_BACKOFF_S: Final = 2.0
+"""After a failed (re)start, calls fail fast with that failure for this long."""
+EXIT_REPORT_WAIT_S: Final = 3.0
+"""How long a call whose server died waits for its exit status, to report it."""
+HTTP_CONNECT_TIMEOUT_S: Final = 30.0
+HTTP_READ_TIMEOUT_S: Final = 300.0
+"""An idle SSE stream may stay open this long; calls are bounded by their own timeout."""
+STDERR_LINES_IN_ERRORS: Final = 5
+
+try:
+    _VERSION = importlib.metadata.version("toolbatch")
+except importlib.metadata.PackageNotFoundError:  # running from a source tree
+    _VERSION = "0"
+CLIENT_INFO: Final = types.Implementation(name="toolbatch", version=_VERSION)
+
+
+@dataclass(slots=True, frozen=True)
+class CallFailure:
+    """Why a call got no result from the server: the message for the model and its type."""
+
+    message: str
+    type: str
+
+
+@dataclass(slots=True, eq=False)
+class _Generation:
+    number: int
+    settled: anyio.Event = field(default_factory=anyio.Event)
+    lost: anyio.Event = field(default_factory=anyio.Event)
+    stopped: anyio.Event = field(default_factory=anyio.Event)
+    session: ClientSession | None = None
+    transport: StdioTransport | None = None
+    failure: McpError | None = None
+    failed_at: float | None = None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _log_server_message(params: types.LoggingMessageNotificationParams) -> None:
+    log.debug("mcp.server_log", level=params.level, logger=params.logger, data=params.data)
+
+
+async def _log_incoming(message: Any) -> None:
+    if isinstance(message, Exception):
+        log.debug("mcp.transport_error", error=repr(message))
+
+
+class McpConnection:
+    """The client side of one configured server (see the module docstring).
+
+    Args:
+        name: the server's name in the ``mcpServers`` document.
+        config: its entry.
+        default_timeout_s: the call timeout when the entry sets none.
+        start_timeout_s: how long start-up (``initialize`` and ``tools/list``) may take.
+        max_message_bytes: the largest message accepted from a stdio server.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        *,
+        default_timeout_s: float,
+        start_timeout_s: float,
+        max_message_bytes: int,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.start_timeout_s = start_timeout_s
+        self.max_message_bytes = max_message_bytes
+        self.timeout_s: float = (
+            config.timeout_s if config.timeout_s is not None else default_timeout_s
+        )
+        self.tools: list[types.Tool] = []
+        self.server_info: types.Implementation | None = None
+        self.restarts = 0
+        self._generation: _Generation | None = None
+        self._count = 0
+        self._closing = False
+        self._wanted: anyio.Event | None = None
+
+    @property
+    def failure(self) -> McpError | None:
+        """Why the latest start failed, if it did."""
+        return None if self._generation is None else self._generation.failure
+
+    @property
+    def pid(self) -> int | None:
+        """The current stdio server's process id (``None`` for HTTP or when not running)."""
+        gen = self._generation
+        if gen is None or gen.transport is None or gen.lost.is_set():
+            return None
+        return gen.transport.process.pid
+
+    # -- the supervisor -----------------------------------------------------------------
+
+    async def supervise(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run generations on demand until ``close()``; started in ``McpServers``'s group."""
+        self._wanted = anyio.Event()
+        self._start_generation()
+        task_status.started()
+        while True:
+            await self._wanted.wait()
+            if self._closing:
+                return
+            self._wanted = anyio.Event()
+            generation = self._generation
+            assert generation is not None
+            await self._run(generation)
+
+    async def wait_started(self) -> None:
+        """Wait until the first start-up has succeeded or failed."""
+        assert self._generation is not None
+        await self._generation.settled.wait()
+
+    def close(self) -> None:
+        """Stop the current generation and the supervisor (it cleans up in the background)."""
+        self._closing = True
+        if self._generation is not None:
+            self._generation.lost.set()
+        if self._wanted is not None:
+            self._wanted.set()
+
+    def _start_generation(self) -> _Generation:
+        self._count += 1
+        generation = _Generation(number=self._count)
+        self._generation = generation
+        assert self._wanted is not None
+        self._wanted.set()
+        return generation
+
+    async def _run(self, generation: _Generation) -> None:
+        started = anyio.current_time()
+        try:
+            async with self._open(generation) as session:
+                with anyio.fail_after(self.start_timeout_s):
+                    initialized = await session.initialize()
+                    if generation.number == 1:
+                        self.tools = await _list_tools(session)
+                self.server_info = initialized.server_info
+                generation.session = session
+                generation.settled.set()
+                log.info(
+                    "mcp.server_ready",
+                    server=self.name,
+                    generation=generation.number,
+                    tools=len(self.tools),
+                    start_ms=round((anyio.current_time() - started) * 1000),
+                )
+                await generation.lost.wait()
+        except Exception as exc:
+            if generation.settled.is_set():
+                log.warning(
+                    "mcp.server_lost",
+                    server=self.name,
+                    generation=generation.number,
+                    error=repr(_root_cause(exc)),
+                )
+            else:
+                generation.failure = self._start_failure(generation, _root_cause(exc))
+                generation.failed_at = anyio.current_time()
+                log.warning("mcp.server_failed", server=self.name, error=str(generation.failure))
+        finally:
+            generation.session = None
+            generation.lost.set()
+            generation.settled.set()
+            generation.stopped.set()
+
+    @contextlib.asynccontextmanager
+    async def _open(self, generation: _Generation) -> AsyncIterator[ClientSession]:
+        config = self.config
+        if isinstance(config, StdioServerConfig):
+            async with open_stdio_transport(
+                config,
+                server=self.name,
+                max_message_bytes=self.max_message_bytes,
+                on_close=generation.lost.set,
+            ) as transport:
+                generation.transport = transport
+                async with self._session(transport.read_stream, transport.write_stream) as session:
+                    yield session
+            return
+        assert isinstance(config, HttpServerConfig)
+        timeout = httpx2.Timeout(HTTP_CONNECT_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
+        async with (
+            httpx2.AsyncClient(headers=config.headers, timeout=timeout) as client,
+            streamable_http_client(config.url, http_client=client, max_sse_event_size=None) as (
+                read_stream,
+                write_stream,
+            ),
+            self._session(read_stream, write_stream) as session,
+        ):
+            yield session
+
+    def _session(self, read_stream: Any, write_stream: Any) -> ClientSession:
+        return ClientSession(
+            read_stream,
+            write_stream,
+            client_info=CLIENT_INFO,
+            logging_callback=_log_server_message,
+            message_handler=_log_incoming,
+        )
+
+    def _start_failure(self, generation: _Generation, exc: BaseException) -> McpError:
+        config = self.config
+        where = f"MCP server {self.name!r}"
+        transport = generation.transport
+        if isinstance(exc, OSError) and transport is None and isinstance(config, StdioServerConfig):
+            message = (
+                f"{where} could not be started: {exc.strerror or exc} running "
+                f"{config.command!r}; check its 'command', 'args' and 'cwd'"
+            )
+        elif isinstance(exc, TimeoutError):
+            message = (
+                f"{where} did not finish start-up (initialize and tools/list) within "
+                f"{self.start_timeout_s:g} s; raise McpServers(start_timeout_s=...) if it is slow"
+            )
+        elif transport is not None and transport.closed.is_set():
+            reason = transport.close_reason or f"the server exited ({transport.exit_status()})"
+            message = f"{where} stopped during start-up: {reason}"
+        elif isinstance(exc, MCPError):
+            message = f"{where} refused start-up: {exc.message} (JSON-RPC error {exc.code})"
+        elif isinstance(exc, httpx2.HTTPError):
+            url = config.url if isinstance(config, HttpServerConfig) else ""
+            message = f"{where} at {url!r} could not be reached: {exc!r}"
+        else:
+            message = f"{where} failed during start-up: {exc!r}"
+        if transport is not None and transport.stderr_tail:
+            tail = list(transport.stderr_tail)[-STDERR_LINES_IN_ERRORS:]
+            message += "; its last stderr lines: " + " | ".join(tail)
+        return McpError(message, server=self.name)
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_s: float,
+        progress: ProgressCallback | None = None,
+    ) -> types.CallToolResult | CallFailure:
+        """Call ``tool`` once; every failure comes back as a ``CallFailure``, never raised."""
+        acquired = await self._acquire()
+        if isinstance(acquired, CallFailure):
+            return acquired
+        generation = acquired
+        session = generation.session
+        assert session is not None
+        on_progress = _progress_forwarder(progress) if progress is not None else None
+        try:
+            with anyio.move_on_after(timeout_s):
+                return await session.call_tool(tool, arguments, progress_callback=on_progress)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                return await self._lost_during(generation, tool)
+            return CallFailure(
+                f"MCP server {self.name!r} rejected the call to {tool!r}: {exc.message} "
+                f"(JSON-RPC error {exc.code})",
+                "mcp_error",
+            )
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return await self._lost_during(generation, tool)
+        except Exception as exc:
+            log.warning("mcp.bad_result", server=self.name, tool=tool, error=repr(exc))
+            return CallFailure(
+                f"MCP server {self.name!r} returned an unusable result for {tool!r}: {exc}",
+                "mcp_error",
+            )
+        return CallFailure(
+            f"MCP tool {tool!r} on server {self.name!r} did not finish within {timeout_s:g} s; "
+            f"the call was cancelled",
+            "timeout",
+        )
+
+    async def _acquire(self) -> _Generation | CallFailure:
+        for _attempt in range(2):
+            if self._closing:
+                return self._unavailable("is shut down")
+            generation = self._generation
+            if generation is None:
+                return self._unavailable("is not running: use it inside 'async with McpServers'")
+            if generation.lost.is_set():
+                failed_at = generation.failed_at
+                if failed_at is not None and anyio.current_time() - failed_at < RESTART_BACKOFF_S:
+                    return CallFailure(str(generation.failure), "mcp_server_unavailable")
+                log.info("mcp.server_restarting", server=self.name, generation=self._count + 1)
+                self.restarts += 1
+                generation = self._start_generation()
+            await generation.settled.wait()
+            if generation.failure is not None:
+                return CallFailure(str(generation.failure), "mcp_server_unavailable")
+            if generation.session is not None and not generation.lost.is_set():
+                return generation
+        return self._unavailable("stopped again right after it was restarted")
+
+    def _unavailable(self, why: str) -> CallFailure:
+        return CallFailure(f"MCP server {self.name!r} {why}", "mcp_server_unavailable")
+
+    async def _lost_during(self, generation: _Generation, tool: str) -> CallFailure:
+        generation.lost.set()
+        with anyio.move_on_after(EXIT_REPORT_WAIT_S):
+            await generation.stopped.wait()
+        if self._closing:
+            return CallFailure(
+                f"MCP server {self.name!r} was shut down during the call to {tool!r}",
+                "mcp_server_unavailable",
+            )
+        transport = generation.transport
+        if transport is not None:
+            reason = transport.close_reason or f"the server exited ({transport.exit_status()})"
+        else:
+            reason = "the connection to the server was lost"
+        return CallFailure(
+            f"MCP server {self.name!r} stopped during the call to {tool!r}: {reason}. "
+            f"It will be restarted on the next call.",
+            "mcp_server_crashed",
+        )
+
+
+def _progress_forwarder(report: ProgressCallback) -> ProgressFnT:
+    async def forward(progress: float, total: float | None, message: str | None) -> None:
+        fraction = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        report(f"{message} ({fraction})" if message else fraction)
+
+    return forward
+
+
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools

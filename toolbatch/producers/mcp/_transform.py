@@ -1,0 +1,207 @@
+"""From an MCP ``CallToolResult`` to a toolbatch ``ToolResult``.
+
+* text content becomes the function response's ``output`` (parts joined by newlines);
+* image and audio content become ``inlineData`` parts, which the finalizer never counts or
+  changes;
+* an embedded resource becomes a one-line description plus its text when it has some; a
+  resource link becomes a one-line description;
+* ``structuredContent`` is kept for display (and is the output when there is no content);
+* ``isError`` makes an error result whose message is the server's text.
+
+A text part longer than the trigger (500,000 characters, as Qwen Code's MCP tool) is
+written once to the artifact store and replaced in the model response by a preview of
+about 2,000 characters that names the file. ``persisted_output_files`` lists every file
+written for the call, is ``()`` when text was shortened without a file, and ``None`` when
+nothing was shortened. The display keeps the full transformed result.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import mcp_types as types
+from pydantic import JsonValue
+
+from toolbatch._wire import InlineData, InlineDataPart, Part, TextPart, ToolCall, ToolResult
+from toolbatch.artifacts import ArtifactStore
+from toolbatch.errors import ArtifactError
+
+__all__ = [
+    "DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS",
+    "DEFAULT_PREVIEW_CHARS",
+    "transform_result",
+]
+
+DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS: Final = 500_000
+"""A text part longer than this is persisted and previewed."""
+DEFAULT_PREVIEW_CHARS: Final = 2_000
+"""The head of a persisted text part kept in the model response."""
+RESOURCE_TEXT_PREVIEW_CHARS: Final = 200
+
+
+@dataclass(slots=True)
+class _Bounded:
+    texts: list[str]
+    shortened: bool
+    files: list[Path]
+
+
+def _media_part(block: types.ImageContent | types.AudioContent) -> InlineDataPart:
+    return InlineDataPart.model_construct(
+        inline_data=InlineData.model_construct(mime_type=block.mime_type, data=block.data)
+    )
+
+
+def _describe_link(block: types.ResourceLink) -> str:
+    details = [block.mime_type or "", f"{block.size:,} bytes" if block.size is not None else ""]
+    extra = ", ".join(detail for detail in details if detail)
+    text = f"[Resource link: {block.name} <{block.uri}>{f' ({extra})' if extra else ''}]"
+    if block.description:
+        text += f" {block.description}"
+    return text
+
+
+def _describe_resource(block: types.EmbeddedResource) -> str:
+    resource = block.resource
+    mime = f" ({resource.mime_type})" if resource.mime_type else ""
+    if isinstance(resource, types.TextResourceContents):
+        return f"[Resource <{resource.uri}>{mime}]\n{resource.text}"
+    size = len(resource.blob) * 3 // 4
+    return f"[Resource <{resource.uri}>{mime}: about {size:,} bytes of binary data, not shown]"
+
+
+def _preview(text: str, preview_chars: int) -> str:
+    head = text[:preview_chars]
+    cut = head.rfind("\n")
+    if cut >= preview_chars // 2:
+        head = head[:cut]
+    return head
+
+
+def _shortened_text(
+    text: str, *, path: Path | None, why_no_file: str | None, preview_chars: int
+) -> str:
+    size = f"{len(text):,} characters"
+    if path is not None:
+        header = (
+            f"[Output too large ({size}). The full output was saved to: {path}\n"
+            f"Read that file for the rest. Preview (first {preview_chars:,} characters):]"
+        )
+    else:
+        header = f"[Output too large ({size}); {why_no_file}. Preview:]"
+    return f"{header}\n{_preview(text, preview_chars)}\n..."
+
+
+async def _bound_texts(
+    texts: list[str],
+    *,
+    call: ToolCall,
+    store: ArtifactStore | None,
+    trigger_chars: int,
+    preview_chars: int,
+    log: Any,
+) -> _Bounded:
+    bounded = _Bounded(texts=[], shortened=False, files=[])
+    for text in texts:
+        if len(text) <= trigger_chars:
+            bounded.texts.append(text)
+            continue
+        bounded.shortened = True
+        path: Path | None = None
+        why_no_file: str | None = None
+        if store is None:
+            why_no_file = "no artifact store is configured, so the full output was not kept"
+        else:
+            try:
+                path = await store.persist(call.id, call.name, text)
+            except ArtifactError as exc:
+                log.warning("mcp.persist_failed", chars=len(text), error=str(exc))
+                why_no_file = f"the full output could not be saved ({exc})"
+        if path is not None and path not in bounded.files:
+            bounded.files.append(path)
+        bounded.texts.append(
+            _shortened_text(text, path=path, why_no_file=why_no_file, preview_chars=preview_chars)
+        )
+    return bounded
+
+
+async def transform_result(
+    result: types.CallToolResult,
+    *,
+    call: ToolCall,
+    store: ArtifactStore | None,
+    trigger_chars: int = DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
+    preview_chars: int = DEFAULT_PREVIEW_CHARS,
+    log: Any = None,
+) -> ToolResult:
+    """The ``ToolResult`` for one MCP tool result (see the module docstring).
+
+    Args:
+        result: what the server returned.
+        call: the call it answers (its id and name name the artifacts).
+        store: where over-long text parts are written (``None``: shortened without a file).
+        trigger_chars: text parts longer than this are persisted and previewed.
+        preview_chars: how much of such a part the model sees.
+        log: a structlog logger bound to the call.
+    """
+    if log is None:
+        import structlog
+
+        log = structlog.get_logger("toolbatch.mcp")
+    texts: list[str] = []
+    media: list[Part] = []
+    display_media: list[JsonValue] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, types.ImageContent | types.AudioContent):
+            media.append(_media_part(block))
+            display_media.append(
+                {"type": block.type, "mimeType": block.mime_type, "bytes": len(block.data) * 3 // 4}
+            )
+        elif isinstance(block, types.EmbeddedResource):
+            texts.append(_describe_resource(block))
+        elif isinstance(block, types.ResourceLink):
+            texts.append(_describe_link(block))
+        else:  # a content type newer than this client
+            texts.append(f"[Unsupported MCP content of type {getattr(block, 'type', '?')!r}]")
+    structured = result.structured_content
+    if not texts and not media and structured is not None:
+        texts.append(json.dumps(structured, ensure_ascii=False))
+    bounded = await _bound_texts(
+        texts,
+        call=call,
+        store=store,
+        trigger_chars=trigger_chars,
+        preview_chars=preview_chars,
+        log=log,
+    )
+    display: dict[str, JsonValue] = {"text": "\n".join(texts)}
+    if display_media:
+        display["media"] = display_media
+    if structured is not None:
+        display["structuredContent"] = structured
+    if result.is_error:
+        display["isError"] = True
+    persisted = tuple(bounded.files) if bounded.shortened else None
+    if result.is_error:
+        message = "\n".join(bounded.texts) or f"MCP tool {call.name!r} failed without a message"
+        failed = ToolResult.failure(message, type="mcp_tool_error")
+        return failed.model_copy(
+            update={
+                "content": media,
+                "display": display,
+                "persisted_output_files": persisted,
+            }
+        )
+    content: list[Part] = [TextPart.model_construct(text=text) for text in bounded.texts]
+    content.extend(media)
+    return ToolResult.model_construct(
+        content=content,
+        display=display,
+        error=None,
+        persisted_output_files=persisted,
+    )
