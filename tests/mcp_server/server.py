@@ -32,6 +32,8 @@ env            ``env()`` returns the server's environment as a JSON object (text
 spawn_child    ``spawn_child(seconds=300)`` starts ``sleep <seconds>`` in the server's process
                group and returns its pid.
 pid            ``pid()`` returns the server's own pid.
+header         ``header(name)`` returns that HTTP request header's value (``""`` on stdio or
+               when absent).
 ============== ==================================================================
 
 On stdio the server uses its own line transport (the SDK's ``stdio_server`` cannot write a
@@ -235,6 +237,14 @@ def spawn_child(seconds: float = 300) -> int:
 def pid() -> int:
     """Return this server's pid."""
     return os.getpid()
+
+
+@mcp.tool()
+def header(name: str, ctx: Context | None = None) -> str:
+    """Return the value of an HTTP request header ("" when absent or on stdio)."""
+    request = ctx.request_context.request if ctx is not None else None
+    headers = getattr(request, "headers", None)
+    return "" if headers is None else str(headers.get(name, ""))
 
 
 def _encode(message: SessionMessage) -> bytes:

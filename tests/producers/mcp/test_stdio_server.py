@@ -37,6 +37,7 @@ TOOLS = {
     "env",
     "spawn_child",
     "pid",
+    "header",
 }
 
 
