@@ -62,9 +62,9 @@ def test_json_string_bytes_matches_the_reference_scanner(text: str) -> None:
     assert json_string_bytes(text) == reference_payload_bytes(text) + 2
 
 
-def test_long_strings_are_counted_across_chunks_without_splitting_pairs() -> None:
-    """A pair straddling the measuring chunk boundary still counts 4 bytes."""
-    chunk = 1 << 16
+@pytest.mark.parametrize("chunk", [1 << 13, 1 << 16], ids=["surrogate-slices", "slices"])
+def test_long_strings_are_counted_across_chunks_without_splitting_pairs(chunk: int) -> None:
+    """A pair straddling a measuring slice boundary still counts 4 bytes."""
     for offset in (-2, -1, 0, 1):
         text = "a" * (chunk + offset) + "\ud83d\ude00" + "\udcff" + "é" * 3
         assert json_string_bytes(text) == reference_payload_bytes(text) + 2

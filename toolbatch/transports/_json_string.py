@@ -15,6 +15,7 @@ code points from each end of the string, so a 1 GB string projects as fast as a 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Final
 
 from pydantic_core import PydanticSerializationError, to_json
@@ -37,6 +38,7 @@ HEADLESS_MARKER: Final = "\n[... truncated for Headless transport ...]\n"
 _QUOTE_BYTES: Final = 2
 _CHUNK_CODE_POINTS: Final = 1 << 16
 """Measure long strings in slices this long: keeps buffers in cache and memory flat."""
+_SURROGATE_CHUNK_CODE_POINTS: Final = 1 << 13
 _HEAD_SHARE_NUMERATOR: Final = 1
 _HEAD_SHARE_DENOMINATOR: Final = 5
 """The head keeps floor(1/5) of the preview's source bytes; the tail gets the rest."""
@@ -114,19 +116,10 @@ def project_json_string(
 
 
 def _payload_bytes(s: str) -> int:
-    """``json_string_bytes(s)`` without the quotes, in fixed-size chunks."""
-    length = len(s)
-    if length <= _CHUNK_CODE_POINTS:
+    """``json_string_bytes(s)`` without the quotes."""
+    if len(s) <= _CHUNK_CODE_POINTS:
         return _chunk_payload_bytes(s)
-    total = 0
-    start = 0
-    while start < length:
-        end = start + _CHUNK_CODE_POINTS
-        if end < length and _splits_pair(s, end):
-            end += 1
-        total += _chunk_payload_bytes(s[start:end])
-        start = end
-    return total
+    return sum(_chunk_payload_bytes(s[start:end]) for start, end in _chunks(s, _CHUNK_CODE_POINTS))
 
 
 def _chunk_payload_bytes(s: str) -> int:
@@ -134,7 +127,29 @@ def _chunk_payload_bytes(s: str) -> int:
         return len(to_json(s)) - _QUOTE_BYTES
     except PydanticSerializationError:
         pass
-    # Surrogates. "replace" turns each into one "?", which to_json counts as 1 byte;
+    # Surrogates, which to_json refuses. Smaller slices keep the passes below in cache.
+    if len(s) <= _SURROGATE_CHUNK_CODE_POINTS:
+        return _surrogate_payload_bytes(s)
+    return sum(
+        _surrogate_payload_bytes(s[start:end])
+        for start, end in _chunks(s, _SURROGATE_CHUNK_CODE_POINTS)
+    )
+
+
+def _chunks(s: str, size: int) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` slices of ``size`` code points, none separating a surrogate pair."""
+    length = len(s)
+    start = 0
+    while start < length:
+        end = start + size
+        if _splits_pair(s, end):
+            end += 1
+        yield start, min(end, length)
+        start = end
+
+
+def _surrogate_payload_bytes(s: str) -> int:
+    # "replace" turns each surrogate into one "?", which to_json counts as 1 byte;
     # "surrogatepass" writes each as 3 bytes, so the difference counts them.
     replaced = s.encode("utf-8", "replace")
     passed = s.encode("utf-8", "surrogatepass")
