@@ -167,6 +167,18 @@ def test_text_writes_only_the_final_answer(tmp_path: Path) -> None:
     assert failed.getvalue() == "Error: model unreachable\n"
 
 
+def test_text_output_is_writable_utf8_whatever_the_answer_holds(tmp_path: Path) -> None:
+    """Lone surrogates become U+FFFD and split halves their character in text output."""
+    path = tmp_path / "answer.txt"
+    with path.open("w", encoding="utf-8") as stream:
+        adapter = make_output_adapter("text", stream)
+        adapter.init("s", [])
+        adapter.assistant_message("bytes \udcff and \ud83d\ude00")
+        adapter.result(num_turns=1)
+        adapter.close()
+    assert path.read_text(encoding="utf-8") == "bytes \ufffd and \U0001f600\n"
+
+
 def test_dual_output_mirrors_stream_json_to_a_sidecar_file(tmp_path: Path) -> None:
     """Text on the main stream; the same events, framed by a v2 handshake, in the sidecar."""
     sidecar_path = tmp_path / "events.jsonl"

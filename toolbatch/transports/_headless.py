@@ -89,6 +89,7 @@ DUAL_OUTPUT_PROTOCOL_VERSION: Final = 2
 _FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
 _SIDECAR_EVENTS: Final = ("system", "assistant", "user", "result")
 _SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 Event: TypeAlias = dict[str, Any]
 
@@ -354,6 +355,15 @@ def dumps_json_line(value: JsonValue | Event) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _printable(text: str) -> str:
+    """``text`` writable to any UTF-8 stream: halves joined, lone surrogates as U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", _SURROGATE_PAIR.sub(_join_pair, text))
+    return text
+
+
 def _join_pair(match: re.Match[str]) -> str:
     pair = match.group()
     high, low = pair[0], pair[1]
@@ -371,6 +381,7 @@ class _TextSink:
             return
         text = f"Error: {event['error']['message']}" if event["is_error"] else event["result"]
         if text:
+            text = _printable(text)
             self._stream.write(text if text.endswith("\n") else text + "\n")
             self._stream.flush()
 
