@@ -1,33 +1,703 @@
-"""The ``toolbatch`` command line.
+"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve`` and ``acp``.
 
-Logs go to stderr so that stdout stays clean for JSON output.
+``toolbatch run [BATCH]``
+    Runs one batch of tool calls and writes the finalized turn to stdout. ``BATCH`` is a
+    file, or ``-`` (the default) for stdin, holding the ``batch/run`` params object
+    ``{"calls": [{"id", "name", "args"}], "budget": int | null}`` or a bare list of calls.
+    The tools are the built-in ``run_shell_command`` plus the tools of ``--mcp-config``.
+    Output goes through the headless adapter (``--output-format``):
+
+    * ``text`` (default): what the model receives, call by call, then the budget used.
+    * ``json`` / ``stream-json``: the headless events (init, tool_use, tool_result, result;
+      one array, or one per line). ``tool_result.content`` is the call's display value,
+      bounded to 65,536 bytes of JSON; ``result.result`` is the finalized model-facing
+      parts as a JSON string (``JSON.parse`` gives the list of wire parts, exactly what the
+      model receives and what ``--record`` writes).
+    * ``--dual-output PATH`` also writes the ``stream-json`` events to ``PATH`` (protocol
+      version 2); its ``result.result`` is the same value as the main output's.
+
+    Bad input (an unreadable file, invalid JSON, a wrong shape, a bad flag) prints a message
+    naming the value and the fix on stderr and exits 2 with nothing on stdout. A batch that
+    ran exits 0 even when calls failed (their failures are information for the model);
+    SIGINT or SIGTERM cancels the running calls, still writes the turn, and exits 130.
+
+``toolbatch serve``
+    JSON-RPC 2.0 over stdio (see ``toolbatch.transports._service``).
+
+``toolbatch demo``
+    A scripted agent loop over real tools that shows what the budget does.
+
+``toolbatch acp ...``
+    The ACP agent; the remaining arguments are its own.
+
+Budget (``--budget``, and ``"budget"`` in a batch): code points of model-facing tool text per
+batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
+wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
+none. Logs go to stderr (``--log-level``, default ``warning``) so stdout stays clean; when
+stderr is a terminal a status line shows the calls in progress.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
+import shutil
+import signal
 import sys
-from collections.abc import Sequence
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, TextIO
+
+import anyio
+import structlog
 
 import toolbatch
+from toolbatch._wire import (
+    FileDataPart,
+    FunctionResponsePart,
+    InlineDataPart,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+    Turn,
+)
+from toolbatch.errors import ConfigError, ToolbatchError
+from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
+from toolbatch.logs import configure_logging
+from toolbatch.producers._base import ToolDeclaration
+from toolbatch.recorder import JsonlRecorder, ResponseKind
+from toolbatch.scheduler import (
+    DEFAULT_CALL_TIMEOUT_CEILING_S,
+    DEFAULT_CONCURRENCY,
+    SchedulerConfig,
+    ToolScheduler,
+    TurnAssembler,
+    default_registry,
+)
+from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
+from toolbatch.transports._service import (
+    BatchRunParams,
+    CallObserver,
+    batch_result,
+    loads_json,
+    parse_batch,
+    serve_stdio,
+)
 
 __all__ = ["main"]
+
+log = structlog.get_logger("toolbatch.cli")
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
+ACP_MODULE: Final = "toolbatch.transports._acp_agent"
+STATUS_LINE_MIN_INTERVAL_S: Final = 0.1
+"""The terminal status line is redrawn at most this often (progress can be chatty)."""
+
+
+class _UsageError(ConfigError):
+    """Bad command-line input: printed on stderr, exit code 2."""
+
+
+# -- arguments ---------------------------------------------------------------------------
+
+
+def _budget(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"budget must be a whole number of characters >= 0 (0 disables it), got {text!r}"
+        )
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _logging_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=argparse.SUPPRESS,
+        help="least severe log level written to stderr (default: warning)",
+    )
+    return options
+
+
+def _runtime_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--mcp-config",
+        metavar="PATH",
+        help='an {"mcpServers": {...}} JSON file; its servers\' tools join the built-in ones',
+    )
+    options.add_argument(
+        "--budget",
+        type=_budget,
+        metavar="CHARS",
+        help=f"aggregate budget of model-facing tool text per batch, in characters; 0 "
+        f"disables it (default: the batch's own, else {DEFAULT_BATCH_BUDGET_CHARS:,})",
+    )
+    options.add_argument(
+        "--artifacts-dir",
+        metavar="DIR",
+        help="where complete output is kept (default: a new private temp directory)",
+    )
+    options.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"calls of one batch that run at once (default {DEFAULT_CONCURRENCY})",
+    )
+    options.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_CALL_TIMEOUT_CEILING_S,
+        metavar="SECONDS",
+        help=f"ceiling on any one call (default {DEFAULT_CALL_TIMEOUT_CEILING_S:g}; shell "
+        f"calls default to 120 s unless they ask for more)",
+    )
+    return options
+
+
+def _parser() -> argparse.ArgumentParser:
+    logging_options = _logging_options()
+    runtime_options = _runtime_options()
+    parser = argparse.ArgumentParser(
+        prog="toolbatch",
+        description="A bounded, concurrent tool runtime for coding agents.",
+        parents=[logging_options],
+    )
+    parser.add_argument("--version", action="version", version=toolbatch.__version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        parents=[logging_options, runtime_options],
+        help="run one batch of tool calls and print the finalized turn",
+        description="Run one batch of tool calls (a JSON file or stdin) and write the "
+        "finalized turn: what the model receives, within the budget.",
+    )
+    run.add_argument(
+        "batch",
+        nargs="?",
+        default="-",
+        metavar="BATCH",
+        help='a JSON file with {"calls": [...], "budget": ...} or a list of calls; '
+        "- (default) reads stdin",
+    )
+    run.add_argument(
+        "--output-format",
+        choices=OUTPUT_FORMATS,
+        default="text",
+        help="text (default): what the model receives, readable; json: one array of "
+        "events; stream-json: one event per line",
+    )
+    run.add_argument(
+        "--dual-output",
+        metavar="PATH",
+        help="also write the stream-json events to PATH (protocol version 2)",
+    )
+    run.add_argument(
+        "--record",
+        metavar="PATH",
+        help="append the finalized turn to this JSONL transcript (toolbatch.load_session)",
+    )
+    sub.add_parser(
+        "serve",
+        parents=[logging_options, runtime_options],
+        help="serve batches over JSON-RPC 2.0 on stdin/stdout",
+        description="JSON-RPC 2.0 over stdio, one message per line: initialize, tools/list, "
+        "batch/run (with batch/progress notifications), batch/cancel, shutdown.",
+    )
+    demo = sub.add_parser(
+        "demo",
+        parents=[logging_options],
+        help="a scripted agent over real tools, showing what the budget does",
+        description="Run a scripted agent loop (no network) over the shell, an MCP server "
+        "and a Python tool, and print what each call produced, what the model received, "
+        "what was persisted where and the budget used per turn.",
+    )
+    demo.add_argument(
+        "--budget",
+        type=_budget,
+        default=None,
+        metavar="CHARS",
+        help="budget per turn (default: small enough that the finalizer must shorten)",
+    )
+    demo.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="where the demo's commands run and its files go (default: a new temp dir)",
+    )
+    sub.add_parser(
+        "acp",
+        add_help=False,
+        help="run the ACP agent on stdin/stdout (its own flags follow: toolbatch acp --help)",
+    )
+    return parser
+
+
+def _split_acp(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """``(global options, ACP arguments)`` when the command is ``acp``, else ``None``."""
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "acp":
+            return list(argv[:index]), list(argv[index + 1 :])
+        if token == "--log-level":
+            index += 2
+            continue
+        if not token.startswith("-"):
+            return None
+        index += 1
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``toolbatch`` command line and return its exit code."""
-    parser = argparse.ArgumentParser(prog="toolbatch", description=toolbatch.__doc__)
-    parser.add_argument("--version", action="version", version=toolbatch.__version__)
-    sub = parser.add_subparsers(dest="command")
-    sub.add_parser("demo", help="show what toolbatch provides")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        print(f"toolbatch {toolbatch.__version__}: public names available:")
-        for name in toolbatch.__all__:
-            print(f"  toolbatch.{name}")
-        return 0
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    try:
+        acp = _split_acp(arguments)
+        if acp is not None:
+            options, rest = acp
+            args = parser.parse_args([*options, "acp"])
+            configure_logging(getattr(args, "log_level", "warning"))
+            return _run_acp(rest)
+        args = parser.parse_args(arguments)
+    except SystemExit as exc:  # argparse: --help, --version or a usage error
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    configure_logging(getattr(args, "log_level", "warning"))
+    try:
+        if args.command == "run":
+            return _command_run(args)
+        if args.command == "serve":
+            return _command_serve(args)
+        if args.command == "demo":
+            from toolbatch._demo import run_demo
+
+            demo = functools.partial(
+                run_demo, budget=args.budget, workdir=args.workdir, out=sys.stdout
+            )
+            return anyio.run(demo)
+    except ConfigError as exc:  # bad flags, batches and configuration files
+        _fail(f"toolbatch {args.command}: {exc}")
+        return EXIT_USAGE
+    except ToolbatchError as exc:
+        _fail(f"toolbatch {args.command}: {exc}")
+        return EXIT_FAILURE
     parser.print_help(sys.stderr)
-    return 2
+    return EXIT_USAGE
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    sys.stderr.flush()
+
+
+def _run_acp(rest: list[str]) -> int:
+    try:
+        module = importlib.import_module(ACP_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != ACP_MODULE:
+            raise
+        _fail(
+            f"toolbatch acp: the ACP agent is not in this installation ({ACP_MODULE} is "
+            f"missing); update toolbatch"
+        )
+        return EXIT_USAGE
+    entry: Callable[[list[str]], int] = module.main
+    return entry(rest)
+
+
+# -- the runtime behind run and serve ----------------------------------------------------
+
+
+def _kind_of(response: ToolCallResponse) -> ResponseKind:
+    if response.status == "cancelled":
+        return "cancelled"
+    if response.status == "duplicate":
+        return "duplicate"
+    if response.error_type in ("unknown_tool", "invalid_call"):
+        return "synthetic"
+    return "executed"
+
+
+class _Fanout:
+    """Sends each observer event to several observers."""
+
+    def __init__(self, *observers: CallObserver) -> None:
+        self._observers = observers
+
+    def call_started(self, call: ToolCall) -> None:
+        for observer in self._observers:
+            observer.call_started(call)
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        for observer in self._observers:
+            observer.call_progress(call, message)
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        for observer in self._observers:
+            observer.call_finished(call, response)
+
+
+class _SilentObserver:
+    def call_started(self, call: ToolCall) -> None:
+        del call
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        del call, message
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        del call, response
+
+
+class _TerminalStatus:
+    """A one-line status of the running calls on a terminal, cleared when none is left."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._running: dict[int, tuple[ToolCall, float, str]] = {}
+        self._done = 0
+        self._drawn = 0.0
+        self._visible = False
+
+    def call_started(self, call: ToolCall) -> None:
+        self._running[id(call)] = (call, time.monotonic(), "")
+        self._draw(force=True)
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        entry = self._running.get(id(call))
+        if entry is not None:
+            self._running[id(call)] = (entry[0], entry[1], message)
+            self._draw()
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        del response
+        if self._running.pop(id(call), None) is not None:
+            self._done += 1
+        self._draw(force=True)
+
+    def _draw(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._drawn < STATUS_LINE_MIN_INTERVAL_S:
+            return
+        self._drawn = now
+        if not self._running:
+            if self._visible:
+                self._write("\r\x1b[K")
+                self._visible = False
+            return
+        call, started, message = min(self._running.values(), key=lambda entry: entry[1])
+        text = (
+            f"toolbatch: {self._done} done, {len(self._running)} running; "
+            f"{call.name} [{call.id}] {now - started:.0f}s"
+        )
+        if message:
+            text += f": {message}"
+        width = shutil.get_terminal_size((100, 24)).columns - 1
+        self._write("\r\x1b[K" + text[:width])
+        self._visible = True
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # a closed terminal never breaks the batch
+            self._running.clear()
+
+
+class _SchedulerBackend:
+    """Runs batches through a ``ToolScheduler``, finalizing each once at its own budget.
+
+    The scheduler is configured without a budget; every batch's turn is completed by one
+    ``TurnAssembler`` with the batch's budget (order, finalize, guard, record).
+    """
+
+    def __init__(
+        self,
+        scheduler: ToolScheduler,
+        *,
+        default_budget: int | None,
+        recorder: JsonlRecorder | None = None,
+        status: _TerminalStatus | None = None,
+    ) -> None:
+        self._scheduler = scheduler
+        self._default_budget = default_budget
+        self._recorder = recorder
+        self._status = status
+
+    @property
+    def default_budget(self) -> int | None:
+        return self._default_budget
+
+    def declarations(self) -> Sequence[ToolDeclaration]:
+        return self._scheduler.declarations()
+
+    async def run_batch(
+        self,
+        calls: Sequence[ToolCall],
+        /,
+        *,
+        budget: int | None,
+        abort: anyio.Event,
+        observer: CallObserver,
+    ) -> Turn:
+        watched = observer if self._status is None else _Fanout(observer, self._status)
+        executed = await self._scheduler.run_batch(
+            calls, abort=abort, observer=watched, record=False
+        )
+        assembler = TurnAssembler(
+            budget=budget,
+            store=self._scheduler.store,
+            recorder=self._recorder,
+            lifecycle_reminders=self._scheduler.config.lifecycle_reminders,
+        )
+        for ordinal, response in enumerate(executed.responses):
+            assembler.add(response, ordinal=ordinal, kind=_kind_of(response))
+        return await assembler.complete()
+
+
+def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
+    if args.mcp_config is not None:
+        from toolbatch.producers.mcp import load_mcp_config
+
+        load_mcp_config(args.mcp_config)  # bad documents are usage errors, found early
+    return SchedulerConfig(
+        batch_budget=None,
+        concurrency=args.concurrency,
+        call_timeout=args.timeout,
+        artifacts_dir=args.artifacts_dir,
+        mcp_servers=args.mcp_config,
+    )
+
+
+def _status_for(stream: TextIO) -> _TerminalStatus | None:
+    try:
+        return _TerminalStatus(stream) if stream.isatty() else None
+    except (AttributeError, ValueError):
+        return None
+
+
+# -- run ---------------------------------------------------------------------------------
+
+
+def _read_batch(source: str) -> BatchRunParams:
+    if source == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise _UsageError(
+                "no batch given and stdin is a terminal; pass a batch file "
+                "(toolbatch run batch.json) or pipe JSON in (... | toolbatch run -)"
+            )
+        data = sys.stdin.buffer.read()
+        where = "stdin"
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise _UsageError(
+                f"cannot read the batch file {source!r}: {exc.strerror or exc}; pass a "
+                f"readable JSON file, or - to read stdin"
+            ) from None
+        where = repr(source)
+    if not data.strip():
+        raise _UsageError(
+            f"the batch in {where} is empty; give a JSON list of calls or "
+            f'{{"calls": [...], "budget": ...}}'
+        )
+    try:
+        document = loads_json(data)
+    except ValueError as exc:
+        raise _UsageError(
+            f"the batch in {where} is not valid JSON: {exc}; give a JSON list of calls or "
+            f'{{"calls": [...], "budget": ...}}'
+        ) from None
+    try:
+        return parse_batch(document)
+    except ConfigError as exc:
+        raise _UsageError(f"the batch in {where} has the wrong shape: {exc}") from None
+
+
+def _open_dual_output(path: str | None) -> TextIO | None:
+    if path is None:
+        return None
+    try:
+        return open(path, "w", encoding="utf-8", newline="\n")  # closed by run
+    except OSError as exc:
+        raise _UsageError(
+            f"cannot write the dual output file {path!r}: {exc.strerror or exc}; pass a "
+            f"path in a writable directory"
+        ) from None
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    batch = _read_batch(args.batch)
+    config = _scheduler_config(args)
+    if args.budget is not None:
+        budget = args.budget if args.budget > 0 else None
+    else:
+        budget = batch.resolve_budget(DEFAULT_BATCH_BUDGET_CHARS)
+    sidecar = _open_dual_output(args.dual_output)
+    stdout = sys.stdout
+    if hasattr(stdout, "reconfigure"):
+        stdout.reconfigure(encoding="utf-8", errors="backslashreplace")
+    try:
+        return anyio.run(_run_batch, args, batch, config, budget, stdout, sidecar)
+    finally:
+        if sidecar is not None:
+            sidecar.close()
+
+
+async def _run_batch(
+    args: argparse.Namespace,
+    batch: BatchRunParams,
+    config: SchedulerConfig,
+    budget: int | None,
+    stdout: TextIO,
+    sidecar: TextIO | None,
+) -> int:
+    calls = batch.tool_calls()
+    recorder = JsonlRecorder(args.record) if args.record is not None else None
+    abort = anyio.Event()
+    interrupted: list[int] = []
+
+    async def watch_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.warning("cli.interrupted", signal=signal.Signals(signum).name)
+                interrupted.append(signum)
+                abort.set()
+
+    async with ToolScheduler(default_registry(), config) as scheduler:
+        backend = _SchedulerBackend(
+            scheduler,
+            default_budget=budget,
+            recorder=recorder,
+            status=_status_for(sys.stderr),
+        )
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch_signals)
+            turn = await backend.run_batch(
+                calls, budget=budget, abort=abort, observer=_SilentObserver()
+            )
+            tg.cancel_scope.cancel()
+        names = [declaration.name for declaration in backend.declarations()]
+    used = sum(response.content_length for response in turn.responses)
+    if args.output_format == "text":
+        result = render_turn_text(turn, budget=budget)
+    else:
+        result = dumps_json_line(batch_result(turn)["parts"])
+    with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
+        adapter.init(f"run-{uuid.uuid4()}", names)
+        for call in calls:
+            adapter.tool_use(call)
+        for call, response in zip(calls, turn.responses, strict=True):
+            adapter.tool_result(call, response)
+        adapter.result(
+            num_turns=1,
+            result=result,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            budget_chars=budget,
+            budget_used_chars=used,
+        )
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
+
+
+def render_turn_text(turn: Turn, *, budget: int | None) -> str:
+    """A readable rendering of what the model receives, call by call, and the budget used."""
+    lines: list[str] = []
+    total = len(turn.responses)
+    for index, response in enumerate(turn.responses, 1):
+        lines.append(
+            f"== [{index}/{total}] {response.name} ({response.call_id}): {response.status}, "
+            f"{_plural(response.content_length, 'char')}"
+        )
+        for part in response.parts:
+            lines.extend(_render_part(part))
+        lines.append("")
+    used = sum(response.content_length for response in turn.responses)
+    limit = "no budget" if budget is None else f"of {budget:,}"
+    lines.append(
+        f"{_plural(total, 'call')}: {used:,} {limit} characters of tool output sent to the model"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _render_part(part: object) -> list[str]:
+    if isinstance(part, FunctionResponsePart):
+        rendered = []
+        for key, value in part.function_response.response.items():
+            if key == "output" and isinstance(value, str):
+                rendered.append(value.rstrip("\n"))
+            elif isinstance(value, str):
+                rendered.append(f"{key}: {value.rstrip()}")
+            else:
+                rendered.append(f"{key}: {dumps_json_line(value)}")
+        return rendered
+    if isinstance(part, TextPart):
+        return [part.text.rstrip("\n")]
+    if isinstance(part, InlineDataPart):
+        data = part.inline_data
+        return [f"[inline {data.mime_type}: {len(data.data):,} base64 characters]"]
+    if isinstance(part, FileDataPart):
+        return [f"[file {part.file_data.mime_type}: {part.file_data.file_uri}]"]
+    return [f"[part: {part!r}]"]
+
+
+# -- serve -------------------------------------------------------------------------------
+
+
+def _command_serve(args: argparse.Namespace) -> int:
+    config = _scheduler_config(args)
+    if args.budget is None:
+        budget: int | None = DEFAULT_BATCH_BUDGET_CHARS
+    else:
+        budget = args.budget if args.budget > 0 else None
+    anyio.run(_serve, config, budget)
+    return EXIT_OK
+
+
+async def _serve(config: SchedulerConfig, budget: int | None) -> None:
+    async with ToolScheduler(default_registry(), config) as scheduler:
+        backend = _SchedulerBackend(
+            scheduler, default_budget=budget, status=_status_for(sys.stderr)
+        )
+        await serve_stdio(backend, server_version=toolbatch.__version__)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,818 @@
+"""The stdio JSON-RPC service behind ``toolbatch serve``: a tool runtime for any language.
+
+JSON-RPC 2.0, one message per line on stdin and stdout (like MCP and ACP stdio). Lines are
+framed on ``"\\n"`` only: U+2028 and U+2029 stay raw inside strings, so a reader must split on
+``"\\n"``, never with ``str.splitlines()``. Output lines are ``JSON.stringify``-compatible
+UTF-8 (see ``dumps_json_line``); each message is one whole line, written by one writer.
+
+Methods (params and results are JSON objects; field names are snake_case)::
+
+    initialize    params: anything (optional)
+                  result: {"protocol_version": 1, "server_info": {"name", "version"},
+                           "capabilities": {"batch_progress": true, "batch_cancel": true,
+                                            "concurrent_batches": true},
+                           "default_budget_chars": int | null}
+    tools/list    result: {"tools": [{"name", "description", "input_schema"}]}
+    batch/run     params: {"calls": [{"id": str, "name": str, "args": {...}}],
+                           "budget": int | null (optional)}
+                  result: {"responses": [{"call_id", "name", "status", "parts", "display"}],
+                           "parts": [<wire parts>]}
+    batch/cancel  params: {"request_id": <the id of a batch/run request>}
+                  result: {"cancelled": bool}  (false: no such batch is running any more)
+    shutdown      result: {}; in-flight batches are cancelled and answered first, then the
+                  service answers and exits.
+
+``budget`` is in code points of model-facing text for that batch: a positive int, ``0`` to
+disable the budget, or ``null`` / absent for the service's default. ``parts`` are exactly
+what the model should receive (finalized against the budget, complete output persisted at
+most once); ``display`` is the rich user-facing value and is not budgeted. Internal state
+such as ``persisted_output_files`` never reaches the wire.
+
+While a batch runs the service sends ``batch/progress`` notifications, every one before the
+batch's answer::
+
+    {"request_id": <batch/run id>, "call_id": str, "index": int, "status": str,
+     "message": str (only with "running", when the tool reports progress)}
+
+``status`` is ``queued`` (every call, when the batch starts), ``running`` (started, or a
+progress report), then the call's final status: ``success``, ``error``, ``cancelled``,
+``skipped`` or ``duplicate``. ``index`` is the call's position in ``calls`` (call ids need
+not be unique).
+
+Several ``batch/run`` requests may be in flight at once; each gets its own answer. A
+cancelled batch still answers, its unfinished calls with ``cancelled`` responses and no
+process left behind. ``batch/cancel`` and ``shutdown`` may also be sent as notifications
+(no ``id``); notifications are never answered, whatever happens to them.
+
+Errors: ``-32700`` a line that is not JSON, ``-32600`` a message that is not a request
+(including JSON-RPC batch arrays, which are not supported) or a ``batch/run`` id already in
+flight, ``-32601`` an unknown method, ``-32602`` bad params, ``-32603`` an internal error.
+Each message names the problem and the fix. The service never dies of bad input.
+
+End of input: when stdin closes, batches in flight run to the end and answer, then the
+service exits. SIGTERM and SIGINT cancel them (they still answer), then it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import select
+import signal
+import stat
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, Protocol, TypeAlias
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from toolbatch._wire import Part, ToolCall, ToolCallResponse, Turn, parts_adapter
+from toolbatch.errors import ConfigError
+from toolbatch.producers._base import ToolDeclaration
+from toolbatch.transports._headless import dumps_json_line
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "MAX_MESSAGE_BYTES",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "SERVICE_PROTOCOL_VERSION",
+    "BatchBackend",
+    "BatchCallParams",
+    "BatchRunParams",
+    "CallObserver",
+    "batch_result",
+    "loads_json",
+    "parse_batch",
+    "serve",
+    "serve_stdio",
+]
+
+log = structlog.get_logger("toolbatch.service")
+
+SERVICE_PROTOCOL_VERSION: Final = 1
+"""The version of the method set above, reported by ``initialize``."""
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+MAX_MESSAGE_BYTES: Final = 64 * 2**20
+"""The longest request line accepted; a longer one is discarded and answered with -32600."""
+READ_CHUNK_BYTES: Final = 1 * 2**20
+WRITE_COALESCE_BYTES: Final = 1 * 2**20
+"""Queued output lines are joined into writes of up to this many bytes."""
+SHUTDOWN_GRACE_S: Final = 30.0
+"""How long cancelled batches get to stop their tools and answer before they are cut off."""
+
+_METHODS: Final = ("initialize", "tools/list", "batch/run", "batch/cancel", "shutdown")
+
+IdKey: TypeAlias = tuple[str, object]
+"""A request id made hashable without conflating 1 and "1" (1 and 1.0 are the same id)."""
+
+
+# -- the backend the service drives ------------------------------------------------------
+
+
+class CallObserver(Protocol):
+    """Live events of a running batch (the scheduler's ``BatchObserver`` shape)."""
+
+    def call_started(self, call: ToolCall) -> None:
+        """A call began running."""
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        """A running call reported progress."""
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        """A call ended (its response before finalization)."""
+
+
+class BatchBackend(Protocol):
+    """What the service runs batches with; the CLI wires a ``ToolScheduler`` behind it."""
+
+    @property
+    def default_budget(self) -> int | None:
+        """The budget of a batch that gives none (``None``: no budget)."""
+        ...
+
+    def declarations(self) -> Sequence[ToolDeclaration]:
+        """Every tool a batch may call."""
+        ...
+
+    async def run_batch(
+        self,
+        calls: Sequence[ToolCall],
+        /,
+        *,
+        budget: int | None,
+        abort: anyio.Event,
+        observer: CallObserver,
+    ) -> Turn:
+        """Run ``calls`` and return the turn finalized against ``budget`` (``None``: none)."""
+        ...
+
+
+# -- the batch/run params, shared with ``toolbatch run`` ------------------------------------
+
+
+class BatchCallParams(BaseModel):
+    """One call of a ``batch/run``: ``{"id": str, "name": str, "args": {...}}``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(strict=True)
+    name: str = Field(strict=True)
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class BatchRunParams(BaseModel):
+    """The ``batch/run`` params: the calls and an optional budget.
+
+    ``budget``: code points of model-facing text for the batch; ``0`` disables the budget,
+    ``None`` (or leaving it out) means the runtime's default.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    calls: list[BatchCallParams]
+    budget: int | None = Field(default=None, strict=True, ge=0)
+
+    def tool_calls(self) -> list[ToolCall]:
+        """The calls as ``ToolCall``s, each with its position as ordinal."""
+        return [
+            ToolCall(id=call.id, name=call.name, args=call.args, ordinal=index)
+            for index, call in enumerate(self.calls)
+        ]
+
+    def resolve_budget(self, default: int | None) -> int | None:
+        """The budget to finalize with: this batch's, else ``default``; ``None`` disables."""
+        if self.budget is None:
+            return default
+        return self.budget if self.budget > 0 else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
+
+
+def loads_json(data: bytes | str) -> Any:
+    """Parse one JSON document strictly (UTF-8; no NaN or Infinity).
+
+    Raises:
+        ValueError: the text is not JSON; the message says where.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"invalid UTF-8 at byte {exc.start} ({data[exc.start : exc.start + 1]!r})"
+            ) from None
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False)[:8]:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+        where = where.lstrip(".") or "(document)"
+        given = error.get("input")
+        shown = "" if error["type"] == "missing" else f" (got {_short(given)})"
+        problems.append(f"{where}: {error['msg']}{shown}")
+    more = len(exc.errors()) - len(problems)
+    return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
+
+
+def _short(value: object, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_batch(document: object) -> BatchRunParams:
+    """A batch from its JSON value: the ``batch/run`` params object or a bare list of calls.
+
+    Raises:
+        ConfigError: the value has the wrong shape; the message names each problem.
+    """
+    if isinstance(document, list):
+        document = {"calls": document}
+    elif not isinstance(document, dict):
+        raise ConfigError(
+            f'a batch is an object {{"calls": [...], "budget": ...}} or a list of calls '
+            f'{{"id", "name", "args"}}, got {_short(document)}'
+        )
+    try:
+        return BatchRunParams.model_validate(document)
+    except ValidationError as exc:
+        raise ConfigError(
+            f"invalid batch: {_describe(exc)}; each call is "
+            f'{{"id": str, "name": str, "args": {{...}}}} and budget is an int >= 0 or null'
+        ) from None
+
+
+def _dump_parts(parts: Sequence[Part]) -> list[JsonValue]:
+    dumped: list[JsonValue] = parts_adapter.dump_python(
+        list(parts), mode="json", by_alias=True, exclude_none=True
+    )
+    return dumped
+
+
+def batch_result(turn: Turn) -> dict[str, JsonValue]:
+    """The ``batch/run`` result for a finalized turn (never ``persisted_output_files``)."""
+    return {
+        "responses": [
+            {
+                "call_id": response.call_id,
+                "name": response.name,
+                "status": response.status,
+                "parts": _dump_parts(response.parts),
+                "display": response.display,
+            }
+            for response in turn.responses
+        ],
+        "parts": _dump_parts(turn.parts),
+    }
+
+
+# -- framing ---------------------------------------------------------------------------
+
+
+class _Oversized:
+    """Stands for a line longer than ``MAX_MESSAGE_BYTES`` (its bytes were dropped)."""
+
+
+_OVERSIZED: Final = _Oversized()
+
+
+class _LineSplitter:
+    """Splits chunks into ``"\\n"``-framed lines in linear time; drops oversized lines."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max = max_bytes
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._oversized = False
+
+    def feed(self, chunk: bytes) -> list[bytes | _Oversized]:
+        *complete, rest = chunk.split(b"\n")
+        lines: list[bytes | _Oversized] = []
+        for piece in complete:
+            if self._oversized or self._pending_bytes + len(piece) > self._max:
+                lines.append(_OVERSIZED)
+            else:
+                lines.append(b"".join([*self._pending, piece]) if self._pending else piece)
+            self._pending.clear()
+            self._pending_bytes = 0
+            self._oversized = False
+        if not self._oversized:
+            if self._pending_bytes + len(rest) > self._max:
+                self._oversized = True
+                self._pending.clear()
+                self._pending_bytes = 0
+            elif rest:
+                self._pending.append(rest)
+                self._pending_bytes += len(rest)
+        return lines
+
+    def finish(self) -> list[bytes | _Oversized]:
+        if self._oversized:
+            return [_OVERSIZED]
+        return [b"".join(self._pending)] if self._pending else []
+
+
+class _FdIO:
+    """Reads and writes a file descriptor without blocking the event loop.
+
+    Pipes, terminals and sockets wait for readiness first; regular files and devices the
+    event loop cannot watch (``/dev/null``) never block, so they are used directly. The
+    descriptor's blocking mode is left alone: it may be shared with the parent's terminal.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
+
+    async def read(self) -> bytes:
+        if self._pollable:
+            try:
+                await anyio.wait_readable(self.fd)
+            except OSError:  # epoll refuses /dev/null and the like: they never block
+                self._pollable = False
+        return os.read(self.fd, READ_CHUNK_BYTES)
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self._pollable:
+                try:
+                    await anyio.wait_writable(self.fd)
+                except OSError:
+                    self._pollable = False
+            # After readiness a pipe takes PIPE_BUF bytes without blocking.
+            size = select.PIPE_BUF if self._pollable else len(view)
+            written = os.write(self.fd, view[:size])
+            view = view[written:]
+
+
+# -- the service -----------------------------------------------------------------------
+
+
+class _JsonRpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _valid_id(value: object) -> bool:
+    if value is None or isinstance(value, str):
+        return True
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _id_key(value: object) -> IdKey:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    kind = "number" if isinstance(value, int | float) else type(value).__name__
+    return (kind, value)
+
+
+def _validate(message: object) -> tuple[str, object, bool]:
+    """The method, the params and whether an answer is due; raises ``_JsonRpcError``."""
+    if isinstance(message, list):
+        raise _JsonRpcError(
+            INVALID_REQUEST,
+            "JSON-RPC batches (arrays) are not supported; send one request object per line",
+        )
+    if not isinstance(message, dict):
+        raise _JsonRpcError(
+            INVALID_REQUEST, f"a request must be a JSON object, got {_short(message)}"
+        )
+    is_request = "id" in message
+    if is_request and not _valid_id(message["id"]):
+        raise _JsonRpcError(
+            INVALID_REQUEST,
+            f"id must be a string, a number or null, got {_short(message['id'])}",
+        )
+    if message.get("jsonrpc") != "2.0":
+        raise _JsonRpcError(
+            INVALID_REQUEST, f'"jsonrpc" must be "2.0", got {_short(message.get("jsonrpc"))}'
+        )
+    method = message.get("method")
+    if not isinstance(method, str):
+        raise _JsonRpcError(
+            INVALID_REQUEST,
+            f'"method" must be a string, got {_short(method)}; methods: {", ".join(_METHODS)}',
+        )
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict | list):
+        raise _JsonRpcError(INVALID_REQUEST, f'"params" must be an object, got {_short(params)}')
+    return method, params, is_request
+
+
+class _BatchProgress:
+    """Turns one batch's observer events into ``batch/progress`` notifications."""
+
+    def __init__(self, service: _Service, request_id: object) -> None:
+        self._service = service
+        self._request_id = request_id
+        self._finished: set[int] = set()
+
+    def _notify(self, call: ToolCall, status: str, message: str | None = None) -> None:
+        params: dict[str, JsonValue] = {
+            "request_id": self._request_id,  # type: ignore[dict-item]  # a checked id
+            "call_id": call.id,
+            "index": call.ordinal,
+            "status": status,
+        }
+        if message is not None:
+            params["message"] = message
+        self._service.notify("batch/progress", params)
+
+    def queued(self, calls: Sequence[ToolCall]) -> None:
+        for call in calls:
+            self._notify(call, "queued")
+
+    def call_started(self, call: ToolCall) -> None:
+        self._notify(call, "running")
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        self._notify(call, "running", message)
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        if call.ordinal is not None:
+            self._finished.add(call.ordinal)
+        self._notify(call, response.status)
+
+    def settle(self, calls: Sequence[ToolCall], turn: Turn) -> None:
+        """The final status of calls answered without running (unknown tool, duplicate)."""
+        for call, response in zip(calls, turn.responses, strict=False):
+            if call.ordinal not in self._finished:
+                self._notify(call, response.status)
+
+
+class _Service:
+    """Dispatches request lines; owns the in-flight batches. One per ``serve`` call."""
+
+    def __init__(
+        self,
+        backend: BatchBackend,
+        outgoing: MemoryObjectSendStream[str],
+        *,
+        server_name: str,
+        server_version: str,
+    ) -> None:
+        self._backend = backend
+        self._outgoing = outgoing
+        self._server_info: dict[str, JsonValue] = {
+            "name": server_name,
+            "version": server_version,
+        }
+        self._inflight: dict[IdKey, anyio.Event] = {}
+        self._batches: TaskGroup | None = None
+        self._read_scope = anyio.CancelScope()
+        self._batch_scope = anyio.CancelScope()
+        self._shutdown_id: object = None
+        self._shutdown_requested = False
+        self._stopping = False
+
+    # -- output
+
+    def _send(self, message: dict[str, Any]) -> None:
+        line = dumps_json_line(message) + "\n"
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._outgoing.send_nowait(line)
+
+    def notify(self, method: str, params: dict[str, JsonValue]) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def _answer(self, request_id: object, result: JsonValue) -> None:
+        self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def _error(self, request_id: object, code: int, message: str) -> None:
+        log.info("service.error_answered", code=code, message=message)
+        self._send(
+            {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+        )
+
+    # -- lifecycle
+
+    def stop(self) -> None:
+        """Stop reading, cancel every batch in flight, and give them a bounded grace."""
+        if not self._stopping:
+            self._stopping = True
+            self._read_scope.cancel()
+        for abort in self._inflight.values():
+            abort.set()
+        self._batch_scope.deadline = min(
+            self._batch_scope.deadline, anyio.current_time() + SHUTDOWN_GRACE_S
+        )
+
+    async def run(self, read: Callable[[], Awaitable[bytes]]) -> None:
+        """Serve until shutdown, EOF or ``stop()``; every batch in flight answers first."""
+        with self._batch_scope:
+            async with anyio.create_task_group() as batches:
+                self._batches = batches
+                with self._read_scope:
+                    await self._read_loop(read)
+                if self._shutdown_requested:
+                    self.stop()
+        if self._batch_scope.cancelled_caught:
+            log.warning("service.batches_cut_off", grace_s=SHUTDOWN_GRACE_S)
+        if self._shutdown_requested and self._shutdown_id is not _NO_ANSWER:
+            self._answer(self._shutdown_id, {})
+        log.info("service.stopped", shutdown=self._shutdown_requested)
+
+    async def _read_loop(self, read: Callable[[], Awaitable[bytes]]) -> None:
+        splitter = _LineSplitter(MAX_MESSAGE_BYTES)
+        while not self._shutdown_requested:
+            chunk = await read()
+            lines = splitter.feed(chunk) if chunk else splitter.finish()
+            for line in lines:
+                self._handle_line(line)
+                if self._shutdown_requested:
+                    return
+            if not chunk:
+                log.info("service.input_closed", batches_in_flight=len(self._inflight))
+                return
+
+    # -- dispatch
+
+    def _handle_line(self, line: bytes | _Oversized) -> None:
+        if isinstance(line, _Oversized):
+            self._error(
+                None,
+                INVALID_REQUEST,
+                f"request line longer than {MAX_MESSAGE_BYTES:,} bytes was dropped; send "
+                f"smaller requests",
+            )
+            return
+        if not line.strip():
+            return
+        try:
+            message = loads_json(line)
+        except ValueError as exc:
+            self._error(None, PARSE_ERROR, f"parse error: {exc}; send one JSON-RPC object per line")
+            return
+        request_id: object = None
+        if isinstance(message, dict) and "id" in message and _valid_id(message["id"]):
+            request_id = message["id"]
+        try:
+            method, params, is_request = _validate(message)
+            if is_request:
+                self._request(request_id, method, params)
+            else:
+                self._notification(method, params)
+        except _JsonRpcError as exc:
+            self._error(request_id, exc.code, exc.message)
+        except Exception as exc:  # the service never dies of one request
+            log.exception("service.request_failed")
+            self._error(request_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+
+    def _notification(self, method: str, params: object) -> None:
+        try:
+            if method == "batch/cancel":
+                self._cancel(params)
+            elif method == "shutdown":
+                self._shutdown_requested = True
+                self._shutdown_id = _NO_ANSWER
+            else:
+                log.info("service.notification_ignored", method=method)
+        except _JsonRpcError as exc:
+            log.warning("service.bad_notification", method=method, error=exc.message)
+
+    def _request(self, request_id: object, method: str, params: object) -> None:
+        if method == "initialize":
+            self._answer(request_id, self._initialize())
+        elif method == "tools/list":
+            tools: list[JsonValue] = [
+                declaration.model_dump(mode="json") for declaration in self._backend.declarations()
+            ]
+            self._answer(request_id, {"tools": tools})
+        elif method == "batch/run":
+            self._start_batch(request_id, params)
+        elif method == "batch/cancel":
+            self._answer(request_id, {"cancelled": self._cancel(params)})
+        elif method == "shutdown":
+            self._shutdown_requested = True
+            self._shutdown_id = request_id
+        else:
+            raise _JsonRpcError(
+                METHOD_NOT_FOUND,
+                f"method not found: {_short(method)}; methods: {', '.join(_METHODS)}",
+            )
+
+    def _initialize(self) -> dict[str, JsonValue]:
+        return {
+            "protocol_version": SERVICE_PROTOCOL_VERSION,
+            "server_info": self._server_info,
+            "capabilities": {
+                "batch_progress": True,
+                "batch_cancel": True,
+                "concurrent_batches": True,
+            },
+            "default_budget_chars": self._backend.default_budget,
+        }
+
+    def _cancel(self, params: object) -> bool:
+        if not isinstance(params, dict) or "request_id" not in params:
+            raise _JsonRpcError(
+                INVALID_PARAMS,
+                f'batch/cancel params must be {{"request_id": <id of a batch/run request>}}, '
+                f"got {_short(params)}",
+            )
+        target = params["request_id"]
+        if not _valid_id(target):
+            raise _JsonRpcError(
+                INVALID_PARAMS,
+                f"request_id must be the string or number id of a batch/run request, got "
+                f"{_short(target)}",
+            )
+        abort = self._inflight.get(_id_key(target))
+        if abort is None:
+            log.info("service.cancel_missed", request_id=target)
+            return False
+        abort.set()
+        log.info("service.cancel", request_id=target)
+        return True
+
+    def _start_batch(self, request_id: object, params: object) -> None:
+        if not isinstance(params, dict):
+            raise _JsonRpcError(
+                INVALID_PARAMS,
+                f'batch/run params must be an object {{"calls": [...], "budget": ...}}, got '
+                f"{_short(params)}",
+            )
+        try:
+            batch = parse_batch(params)
+        except ConfigError as exc:
+            raise _JsonRpcError(INVALID_PARAMS, str(exc)) from None
+        key = _id_key(request_id)
+        if key in self._inflight:
+            raise _JsonRpcError(
+                INVALID_REQUEST,
+                f"a batch/run with id {_short(request_id)} is still running; give each "
+                f"request its own id",
+            )
+        abort = anyio.Event()
+        self._inflight[key] = abort
+        assert self._batches is not None
+        self._batches.start_soon(self._run_batch, request_id, key, batch, abort)
+
+    async def _run_batch(
+        self, request_id: object, key: IdKey, batch: BatchRunParams, abort: anyio.Event
+    ) -> None:
+        calls = batch.tool_calls()
+        progress = _BatchProgress(self, request_id)
+        progress.queued(calls)
+        budget = batch.resolve_budget(self._backend.default_budget)
+        try:
+            turn = await self._backend.run_batch(
+                calls, budget=budget, abort=abort, observer=progress
+            )
+        except Exception as exc:
+            log.exception("service.batch_failed", request_id=request_id)
+            self._error(
+                request_id, INTERNAL_ERROR, f"the batch failed: {type(exc).__name__}: {exc}"
+            )
+            return
+        finally:
+            self._inflight.pop(key, None)
+        progress.settle(calls, turn)
+        self._answer(request_id, batch_result(turn))
+        log.info(
+            "service.batch_answered",
+            request_id=request_id,
+            calls=len(calls),
+            cancelled=abort.is_set(),
+            chars=sum(response.content_length for response in turn.responses),
+            budget=budget,
+        )
+
+
+class _NoAnswer:
+    """The shutdown came as a notification: nothing to answer."""
+
+
+_NO_ANSWER: Final = _NoAnswer()
+
+
+async def _write_loop(
+    receive: MemoryObjectReceiveStream[str],
+    write: Callable[[bytes], Awaitable[None]],
+    on_closed: Callable[[], None],
+) -> None:
+    async with receive:
+        async for line in receive:
+            lines = [line]
+            size = len(line)
+            while size < WRITE_COALESCE_BYTES:
+                try:
+                    more = receive.receive_nowait()
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+                lines.append(more)
+                size += len(more)
+            try:
+                await write("".join(lines).encode("utf-8"))
+            except OSError as exc:
+                log.warning("service.output_closed", error=str(exc))
+                on_closed()
+                return
+
+
+async def serve(
+    backend: BatchBackend,
+    *,
+    input_fd: int,
+    output_fd: int,
+    server_name: str = "toolbatch",
+    server_version: str = "0",
+    handle_signals: bool = False,
+) -> None:
+    """Serve JSON-RPC lines read from ``input_fd`` and written to ``output_fd``.
+
+    Returns after ``shutdown``, end of input or (with ``handle_signals``, in the main
+    thread) SIGTERM or SIGINT, once every batch in flight has answered and the answers
+    are written. Neither descriptor is closed.
+    """
+    reader = _FdIO(input_fd)
+    writer = _FdIO(output_fd)
+    send, receive = anyio.create_memory_object_stream[str](math.inf)
+    service = _Service(backend, send, server_name=server_name, server_version=server_version)
+
+    async def watch_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.warning("service.signal", signal=signal.Signals(signum).name)
+                service.stop()
+
+    with anyio.CancelScope() as drain:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_write_loop, receive, writer.write, service.stop)
+            async with anyio.create_task_group() as control:
+                if handle_signals:
+                    control.start_soon(watch_signals)
+                try:
+                    await service.run(reader.read)
+                finally:
+                    send.close()
+                control.cancel_scope.cancel()
+            # The writer ends once everything queued is written; a reader that never
+            # reads again does not keep the service alive for ever.
+            drain.deadline = anyio.current_time() + SHUTDOWN_GRACE_S
+    if drain.cancelled_caught:
+        log.warning("service.output_abandoned", grace_s=SHUTDOWN_GRACE_S)
+
+
+async def serve_stdio(
+    backend: BatchBackend,
+    *,
+    server_name: str = "toolbatch",
+    server_version: str = "0",
+) -> None:
+    """Serve JSON-RPC on this process's stdin and stdout (``toolbatch serve``).
+
+    While it runs, file descriptor 1 points at stderr and 0 at ``/dev/null``, so a stray
+    ``print()`` or a child process can never corrupt the protocol stream; the wire uses
+    private duplicates. Both are restored on return. SIGTERM and SIGINT stop the service
+    (batches in flight are cancelled and still answer).
+    """
+    sys.stdout.flush()
+    wire_in = os.dup(0)
+    wire_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(devnull, 0)
+        os.dup2(2, 1)
+        await serve(
+            backend,
+            input_fd=wire_in,
+            output_fd=wire_out,
+            server_name=server_name,
+            server_version=server_version,
+            handle_signals=True,
+        )
+    finally:
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        for fd in (devnull, wire_in, wire_out):
+            os.close(fd)
