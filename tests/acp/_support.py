@@ -1,0 +1,277 @@
+"""Real ACP clients for the adapter's tests.
+
+``running_agent`` spawns ``toolbatch acp`` as a subprocess and connects the ``acp``
+package's own client to it. Every line the agent writes is recorded raw on its way to the
+client (``Frames``), so tests can measure the actual frames and read the notifications in
+the order they were sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from acp import PROTOCOL_VERSION, connect_to_agent, text_block
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    Implementation,
+    RequestPermissionResponse,
+)
+
+LINE_LIMIT_BYTES = 64 * 2**20
+WAIT_S = 30.0
+POLL_S = 0.02
+_AGENT_NUMBERS = itertools.count(1)
+
+_MAIN = "import sys; from toolbatch.transports._acp_agent import main; sys.exit(main(sys.argv[1:]))"
+
+
+@functools.cache
+def _cli_serves_acp() -> bool:
+    cli = Path(sys.executable).with_name("toolbatch")
+    if not cli.exists():
+        return False
+    done = subprocess.run(
+        [str(cli), "acp", "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.returncode == 0 and "--auto-approve" in done.stdout
+
+
+def agent_command(*flags: str) -> list[str]:
+    """``toolbatch acp <flags>`` (the console script once the CLI serves ``acp``)."""
+    if _cli_serves_acp():
+        return [str(Path(sys.executable).with_name("toolbatch")), "acp", *flags]
+    return [sys.executable, "-c", _MAIN, *flags]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One line the agent wrote: its size in bytes (newline excluded) and its message."""
+
+    size: int
+    message: dict[str, Any]
+
+
+@dataclass(eq=False)
+class Frames:
+    """Every frame the agent wrote, in order, with a way to wait for one."""
+
+    items: list[Frame] = field(default_factory=list)
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def add(self, line: bytes) -> None:
+        raw = line.rstrip(b"\n")
+        self.items.append(Frame(len(raw), json.loads(raw)))
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_for(self, predicate: Callable[[list[Frame]], bool], *, what: str) -> None:
+        """Wait until ``predicate(frames)`` holds (fails after ``WAIT_S``)."""
+        with anyio.fail_after(WAIT_S):
+            while True:
+                changed = self._changed
+                if predicate(self.items):
+                    return
+                await changed.wait()
+        raise AssertionError(f"never saw {what}")  # pragma: no cover (fail_after raises)
+
+    def updates(self) -> list[dict[str, Any]]:
+        """The ``update`` of every ``session/update``, in order."""
+        return [
+            frame.message["params"]["update"]
+            for frame in self.items
+            if frame.message.get("method") == "session/update"
+        ]
+
+    def of_call(self, tool_call_id: str) -> list[dict[str, Any]]:
+        """The updates about one tool call, in order."""
+        return [u for u in self.updates() if u.get("toolCallId") == tool_call_id]
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The ``tool_call`` updates (one per call the model made), in order."""
+        return [u for u in self.updates() if u["sessionUpdate"] == "tool_call"]
+
+    def final(self, tool_call_id: str) -> dict[str, Any]:
+        """The last update of a call (its end: completed or failed)."""
+        updates = self.of_call(tool_call_id)
+        assert updates, f"no updates for {tool_call_id!r}"
+        return updates[-1]
+
+    def agent_text(self) -> str:
+        return "".join(
+            u["content"]["text"]
+            for u in self.updates()
+            if u["sessionUpdate"] == "agent_message_chunk" and u["content"]["type"] == "text"
+        )
+
+
+class RecordingClient:
+    """An ACP client that answers permission requests from a list and records them.
+
+    Args:
+        answers: the option ids to pick, in order (``None`` answers ``cancelled``); when
+            they run out, ``default`` is picked.
+    """
+
+    def __init__(self, answers: Sequence[str | None] = (), *, default: str | None = "allow_once"):
+        self.answers = list(answers)
+        self.default = default
+        self.permission_requests: list[dict[str, Any]] = []
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: Any, **kwargs: Any
+    ) -> RequestPermissionResponse:
+        self.permission_requests.append(
+            {
+                "session_id": session_id,
+                "tool_call_id": tool_call.tool_call_id,
+                "raw_input": tool_call.raw_input,
+                "options": [option.option_id for option in options],
+            }
+        )
+        choice = self.answers.pop(0) if self.answers else self.default
+        if choice is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=choice)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        """Updates are read from the raw frames instead, in the order they were sent."""
+
+    def on_connect(self, conn: Any) -> None:
+        del conn
+
+
+@dataclass(eq=False)
+class RunningAgent:
+    """A spawned agent and the client connected to it."""
+
+    conn: Any
+    process: asyncio.subprocess.Process
+    frames: Frames
+    client: RecordingClient
+    stderr: Path
+
+    async def initialize(self) -> Any:
+        return await self.conn.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(),
+            client_info=Implementation(name="toolbatch-tests", version="0"),
+        )
+
+    async def new_session(self, cwd: Path) -> str:
+        response = await self.conn.new_session(cwd=str(cwd), mcp_servers=[])
+        session_id: str = response.session_id
+        return session_id
+
+    async def prompt(self, session_id: str, text: str) -> str:
+        """Send a prompt; its stop reason."""
+        response = await self.conn.prompt(session_id=session_id, prompt=[text_block(text)])
+        stop: str = response.stop_reason
+        return stop
+
+
+async def _relay(source: asyncio.StreamReader, tap: asyncio.StreamReader, frames: Frames) -> None:
+    try:
+        while line := await source.readline():
+            frames.add(line)
+            tap.feed_data(line)
+    finally:
+        tap.feed_eof()
+
+
+@asynccontextmanager
+async def running_agent(
+    *flags: str,
+    tmp_path: Path,
+    client: RecordingClient | None = None,
+    initialize: bool = True,
+) -> AsyncIterator[RunningAgent]:
+    """``toolbatch acp <flags>`` as a subprocess, with a connected client.
+
+    The agent's stderr (its logs) goes to a file under ``tmp_path``; on exit the client
+    closes stdin and the agent must end by itself within seconds.
+    """
+    client = client if client is not None else RecordingClient()
+    stderr = tmp_path / f"agent-{next(_AGENT_NUMBERS)}.log"
+    with stderr.open("wb") as stderr_file:
+        process = await asyncio.create_subprocess_exec(
+            *agent_command(*flags),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr_file,
+            limit=LINE_LIMIT_BYTES,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    frames = Frames()
+    tap = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_relay, process.stdout, tap, frames)
+            conn = connect_to_agent(client, process.stdin, tap)
+            agent = RunningAgent(conn, process, frames, client, stderr)
+            try:
+                if initialize:
+                    await agent.initialize()
+                yield agent
+            finally:
+                await conn.close()
+                process.stdin.close()
+                with anyio.fail_after(15):
+                    code = await process.wait()
+                assert code == 0, f"the agent exited with {code}: {stderr.read_text()[-3000:]}"
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def processes_running(argv: Sequence[str]) -> list[int]:
+    """Pids of live (not zombie) processes whose command line is exactly ``argv``."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmdline == wanted and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+async def wait_for_processes(*argvs: Sequence[str]) -> None:
+    """Wait until a process runs for each command line (fails after ``WAIT_S``)."""
+    with anyio.fail_after(WAIT_S):
+        # /proc offers nothing to wait on, so it is polled.
+        while not all(processes_running(argv) for argv in argvs):  # noqa: ASYNC110
+            await anyio.sleep(POLL_S)
+
+
+def transcript_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON records of a transcript file, in order."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def trace_records(path: Path) -> list[dict[str, Any]]:
+    """What the model received, one record per model request, in order."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

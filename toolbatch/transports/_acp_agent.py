@@ -1,0 +1,896 @@
+"""The ACP adapter: ``toolbatch acp`` is an Agent Client Protocol agent over stdio.
+
+An editor such as Zed starts ``toolbatch acp`` and speaks ACP on its stdin and stdout:
+``initialize``, ``session/new``, ``session/prompt``, ``session/cancel`` and, with
+``--transcript-dir``, ``session/load``. Each session owns a ``ToolScheduler`` (its shell
+runs in the session's ``cwd``) and an ``AgentLoop`` whose model is the deterministic
+``ScriptedModel`` (``--model scripted``, the default) or ``OpenAIChatModel``
+(``--model openai``, configured from ``OPENAI_*``).
+
+The model response and the display are kept apart. Tool turns run through
+``InteractiveRuntime``, so each turn is collected whole, finalized once by the turn
+assembler, recorded in the session transcript and then sent: those finalized parts are
+what the model receives next. The editor instead sees live events: ``tool_call`` (pending)
+when the model asks for a call, ``tool_call_update`` when it starts, progresses and ends
+(its content and ``rawOutput`` are the response's display, before finalization), and the
+model's words as ``agent_message_chunk``. Every ``session/update`` leaves through
+``AcpStdioTransport``, which bounds it with ``project_acp_update``; ``session/load``
+replays a transcript through the same path.
+
+Tools whose declaration has ``needs_permission`` (``run_shell_command``) are allowed or
+rejected by the user through ``session/request_permission`` (one question at a time per
+session), unless ``--auto-approve``. A rejection is an error response the model sees.
+``session/cancel`` cancels the running tools (their process groups are stopped) and any
+model request in flight; the prompt ends with stop reason ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import re
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias, cast
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import structlog
+from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
+from acp.helpers import update_agent_message_text
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    StopReason,
+)
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+import toolbatch
+from toolbatch._wire import ToolCall, ToolCallResponse, Turn, parts_adapter
+from toolbatch.agent import (
+    AgentLoop,
+    InteractiveRuntime,
+    Message,
+    Model,
+    ModelReply,
+    OpenAIChatModel,
+    ScriptedModel,
+    history_from_transcript,
+)
+from toolbatch.errors import ConfigError, ToolbatchError
+from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
+from toolbatch.producers._base import ToolDeclaration
+from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
+from toolbatch.scheduler import (
+    DEFAULT_CALL_TIMEOUT_CEILING_S,
+    DEFAULT_CONCURRENCY,
+    BatchObserver,
+    Registry,
+    SchedulerConfig,
+    ToolScheduler,
+    default_registry,
+)
+from toolbatch.transports._acp_stdio import AcpStdioTransport
+from toolbatch.transports._acp_updates import (
+    CallIds,
+    PromptBlock,
+    SessionUpdate,
+    finished_update,
+    permission_tool_call,
+    progress_update,
+    prompt_text,
+    replay_updates,
+    running_update,
+    start_update,
+)
+
+__all__ = [
+    "ALLOW_ALWAYS",
+    "ALLOW_ONCE",
+    "REJECT_ONCE",
+    "AcpAgent",
+    "AcpOptions",
+    "ModelChoice",
+    "main",
+    "serve",
+]
+
+log = structlog.get_logger("toolbatch.acp")
+
+ModelChoice: TypeAlias = Literal["scripted", "openai"]
+
+ALLOW_ONCE: Final = "allow_once"
+ALLOW_ALWAYS: Final = "allow_always"
+REJECT_ONCE: Final = "reject_once"
+INVALID_REQUEST: Final = -32600
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+RESOURCE_NOT_FOUND: Final = -32002
+"""JSON-RPC error codes (ACP's ``RequestError`` helpers would replace our messages)."""
+SHUTDOWN_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
+"""Session ids name transcript files, so nothing that could leave the directory."""
+_STOP_REASONS: Final[dict[str, StopReason]] = {
+    "end_turn": "end_turn",
+    "max_turns": "max_turn_requests",
+    "cancelled": "cancelled",
+}
+
+
+class _PromptCancelled(ToolbatchError):
+    """The user cancelled the prompt while the model was answering."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcpOptions:
+    """How ``toolbatch acp`` runs (one attribute per command-line flag).
+
+    Attributes:
+        auto_approve: run tools that need permission without asking.
+        budget: the aggregate budget of tool output per batch, in code points
+            (``None``: no budget).
+        artifacts_dir: where complete tool output is kept, one subdirectory per session
+            (default: a new temporary directory per session).
+        mcp_config: an ``{"mcpServers": {...}}`` JSON file whose servers every session
+            starts.
+        concurrency: how many calls of one batch run at once.
+        call_timeout: the ceiling on any one call, in seconds.
+        model: ``scripted`` (deterministic, no network) or ``openai`` (``OPENAI_*``).
+        transcript_dir: where session transcripts are written, ``<session id>.jsonl``;
+            ``session/load`` is offered only when it is set.
+        trace_model: a file to which every message the model receives is appended as a
+            JSON line (``{"session_id", "role", "parts"}``), to see exactly what it saw.
+    """
+
+    auto_approve: bool = False
+    budget: int | None = DEFAULT_BATCH_BUDGET_CHARS
+    artifacts_dir: Path | None = None
+    mcp_config: Path | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    call_timeout: float = DEFAULT_CALL_TIMEOUT_CEILING_S
+    model: ModelChoice = "scripted"
+    transcript_dir: Path | None = None
+    trace_model: Path | None = None
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """The scheduler configuration every session starts from (validated)."""
+        return SchedulerConfig(
+            batch_budget=self.budget,
+            concurrency=self.concurrency,
+            call_timeout=self.call_timeout,
+            mcp_servers=self.mcp_config,
+        )
+
+
+# -- one session ------------------------------------------------------------------------
+
+_Outgoing: TypeAlias = SessionUpdate | anyio.Event
+"""An update to send, or a marker set once everything queued before it was sent."""
+
+
+@dataclass(eq=False, slots=True)
+class _Session:
+    """One ACP session: its agent loop and the state of the prompt running in it."""
+
+    id: str
+    cwd: Path
+    ids: CallIds = field(default_factory=CallIds)
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    loop: AgentLoop | None = None
+    abort: anyio.Event | None = None
+    model_scope: anyio.CancelScope | None = None
+    updates: MemoryObjectSendStream[_Outgoing] | None = None
+    always_allowed: set[str] = field(default_factory=set)
+    permission_lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    def emit(self, update: SessionUpdate) -> None:
+        """Queue ``update`` for the client, after everything queued before it."""
+        if self.updates is None:
+            log.debug("acp.update_without_prompt", session=self.id)
+            return
+        self.updates.send_nowait(update)
+
+    async def flush(self) -> None:
+        """Wait until every update queued so far has been sent."""
+        if self.updates is None:
+            return
+        sent = anyio.Event()
+        self.updates.send_nowait(sent)
+        await sent.wait()
+
+    def cancel(self) -> None:
+        """Cancel the running prompt: its tools and any model request in flight."""
+        if self.abort is not None:
+            self.abort.set()
+        if self.model_scope is not None:
+            self.model_scope.cancel()
+
+
+@dataclass(eq=False, slots=True)
+class _SessionModel:
+    """The session's model, as the agent loop sees it.
+
+    Shows each reply's words to the user as soon as they arrive, stops waiting for the
+    model when the prompt is cancelled, and traces what the model receives when asked.
+    """
+
+    inner: Model
+    session: _Session
+    trace: Path | None = None
+
+    async def respond(
+        self, history: Sequence[Message], tools: Sequence[ToolDeclaration]
+    ) -> ModelReply:
+        if self.trace is not None and history:
+            line = _trace_line(self.session.id, history[-1])
+            await anyio.to_thread.run_sync(_append_line, self.trace, line)
+        abort = self.session.abort
+        reply: ModelReply | None = None
+        with anyio.CancelScope() as scope:
+            self.session.model_scope = scope
+            try:
+                if abort is None or not abort.is_set():
+                    reply = await self.inner.respond(history, tools)
+            finally:
+                self.session.model_scope = None
+        if reply is None:
+            raise _PromptCancelled("the prompt was cancelled while the model was answering")
+        if reply.text:
+            self.session.emit(update_agent_message_text(reply.text))
+        return reply
+
+
+def _trace_line(session_id: str, message: Message) -> str:
+    parts = parts_adapter.dump_python(
+        list(message.parts), mode="json", by_alias=True, exclude_none=True
+    )
+    record = {"session_id": session_id, "role": message.role, "parts": parts}
+    return json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n"
+
+
+def _append_line(path: Path, line: str) -> None:
+    with path.open("a", encoding="ascii") as file:
+        file.write(line)
+
+
+@dataclass(frozen=True, slots=True)
+class _DistinctCallIds:
+    """Keeps a model's new call ids apart from the ids already in the history.
+
+    ``ScriptedModel`` numbers its calls from 1 in every process, so in a session resumed
+    with ``session/load`` its ids would repeat recorded ones, and the agent loop would
+    answer them as duplicates instead of running them. A repeated id gets ``<id>~<n>``
+    (calls that repeat each other within the reply still do).
+    """
+
+    inner: Model
+
+    async def respond(
+        self, history: Sequence[Message], tools: Sequence[ToolDeclaration]
+    ) -> ModelReply:
+        reply = await self.inner.respond(history, tools)
+        taken = {call.id for message in history for call in message.tool_calls}
+        if taken.isdisjoint(call.id for call in reply.tool_calls):
+            return reply
+        unavailable = taken | {call.id for call in reply.tool_calls}
+        renamed: dict[str, str] = {}
+        for call in reply.tool_calls:
+            if call.id in taken and call.id not in renamed:
+                suffix = 2
+                while f"{call.id}~{suffix}" in unavailable:
+                    suffix += 1
+                renamed[call.id] = f"{call.id}~{suffix}"
+                unavailable.add(renamed[call.id])
+        calls = [
+            call.model_copy(update={"id": renamed[call.id]}) if call.id in renamed else call
+            for call in reply.tool_calls
+        ]
+        invalid = {renamed.get(key, key): reason for key, reason in reply.invalid_calls.items()}
+        return replace(reply, tool_calls=calls, invalid_calls=invalid)
+
+
+_PERMISSION_OPTIONS: Final = (
+    (ALLOW_ONCE, "Allow", "allow_once"),
+    (ALLOW_ALWAYS, "Always allow {tool} in this session", "allow_always"),
+    (REJECT_ONCE, "Reject", "reject_once"),
+)
+
+
+@dataclass(eq=False, slots=True)
+class _TurnView:
+    """One tool turn as the client sees it: live call events and permission questions.
+
+    A ``BatchObserver`` of the scheduler. Calls are known by their ordinal in the model's
+    reply, which is also the index of their ACP id.
+    """
+
+    session: _Session
+    client: Client
+    tool_call_ids: list[str]
+    reported: set[int] = field(default_factory=set)
+
+    def _id(self, call: ToolCall) -> str | None:
+        ordinal = call.ordinal
+        if ordinal is None or not 0 <= ordinal < len(self.tool_call_ids):
+            log.warning("acp.call_without_ordinal", call_id=call.id, ordinal=ordinal)
+            return None
+        return self.tool_call_ids[ordinal]
+
+    def call_started(self, call: ToolCall) -> None:
+        tool_call_id = self._id(call)
+        if tool_call_id is not None:
+            self.session.emit(running_update(tool_call_id))
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        tool_call_id = self._id(call)
+        if tool_call_id is not None:
+            self.session.emit(progress_update(tool_call_id, message))
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        tool_call_id = self._id(call)
+        if tool_call_id is not None and call.ordinal is not None:
+            self.reported.add(call.ordinal)
+            self.session.emit(finished_update(tool_call_id, response))
+
+    def finish_unreported(self, responses: Sequence[ToolCallResponse]) -> None:
+        """End the calls that were answered without running (duplicates, unknown tools)."""
+        if len(responses) != len(self.tool_call_ids):
+            log.warning("acp.turn_shape", responses=len(responses), calls=len(self.tool_call_ids))
+        for ordinal, (tool_call_id, response) in enumerate(
+            zip(self.tool_call_ids, responses, strict=False)
+        ):
+            if ordinal not in self.reported:
+                self.session.emit(finished_update(tool_call_id, response))
+
+    async def approve(self, call: ToolCall, declaration: ToolDeclaration) -> bool:
+        """Ask the user whether ``call`` may run (one question at a time per session)."""
+        tool_call_id = self._id(call)
+        if tool_call_id is None:
+            return False
+        session = self.session
+        async with session.permission_lock:
+            if declaration.name in session.always_allowed:
+                return True
+            await session.flush()  # the client knows the call before it is asked about it
+            options = [
+                PermissionOption(option_id=option, name=name.format(tool=call.name), kind=kind)
+                for option, name, kind in _PERMISSION_OPTIONS
+            ]
+            response = await self.client.request_permission(
+                session_id=session.id,
+                tool_call=permission_tool_call(tool_call_id, call),
+                options=options,
+            )
+        outcome = response.outcome
+        option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
+        allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
+        if option == ALLOW_ALWAYS:
+            session.always_allowed.add(declaration.name)
+        log.info("acp.permission", session=session.id, call_id=call.id, allowed=allowed)
+        return allowed
+
+
+@dataclass(frozen=True, slots=True)
+class _AcpRuntime:
+    """``InteractiveRuntime``, with the turn's calls shown to and approved by the client."""
+
+    session: _Session
+    client: Client
+    auto_approve: bool
+
+    async def run_tool_turn(
+        self,
+        loop: AgentLoop,
+        reply: ModelReply,
+        *,
+        abort: anyio.Event | None,
+        observer: BatchObserver | None,
+    ) -> tuple[Turn, bool]:
+        del observer  # this runtime reports to the client itself
+        ids = [self.session.ids.allocate(call.id) for call in reply.tool_calls]
+        for tool_call_id, call in zip(ids, reply.tool_calls, strict=True):
+            self.session.emit(start_update(tool_call_id, call))
+        view = _TurnView(self.session, self.client, ids)
+        inner = InteractiveRuntime(approve=None if self.auto_approve else view.approve)
+        turn, send = await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
+        view.finish_unreported(turn.responses)
+        return turn, send
+
+
+# -- the agent --------------------------------------------------------------------------
+
+
+def _scripted_model() -> Model:
+    return _DistinctCallIds(ScriptedModel())
+
+
+def _shell_registry(cwd: Path) -> Registry:
+    return default_registry(cwd=cwd)
+
+
+class AcpAgent:
+    """The ACP ``Agent``: sessions, prompts, cancellation and transcript replay.
+
+    Sessions are hosted in ``hosts``, a task group the caller owns; each host keeps its
+    session's scheduler open until ``close_sessions()`` (or the group's end).
+
+    Args:
+        hosts: the task group that hosts the sessions.
+        config: the scheduler configuration every session starts from.
+        make_model: makes the model of a new session.
+        make_registry: makes the tool registry of a new session from its ``cwd``
+            (default: the built-in shell tool, running in that directory).
+        auto_approve: run tools that need permission without asking.
+        artifacts_dir: each session keeps complete output in ``<dir>/<session id>``.
+        transcript_dir: where transcripts go; enables ``session/load``.
+        trace_model: see ``AcpOptions.trace_model``.
+    """
+
+    def __init__(
+        self,
+        *,
+        hosts: anyio.abc.TaskGroup,
+        config: SchedulerConfig,
+        make_model: Callable[[], Model] = _scripted_model,
+        make_registry: Callable[[Path], Registry] = _shell_registry,
+        auto_approve: bool = False,
+        artifacts_dir: Path | None = None,
+        transcript_dir: Path | None = None,
+        trace_model: Path | None = None,
+    ) -> None:
+        self._hosts = hosts
+        self._config = config
+        self._make_model = make_model
+        self._make_registry = make_registry
+        self._auto_approve = auto_approve
+        self._artifacts_dir = artifacts_dir
+        self._transcript_dir = transcript_dir
+        self._trace_model = trace_model
+        self._sessions: dict[str, _Session] = {}
+        self._client: Client | None = None
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            raise RuntimeError("the ACP connection is not open yet")
+        return self._client
+
+    # -- ACP methods --------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        log.info("acp.initialize", client_protocol=protocol_version, client=_name_of(client_info))
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=self._transcript_dir is not None,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+            ),
+            agent_info=Implementation(
+                name="toolbatch", title="toolbatch", version=toolbatch.__version__
+            ),
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: Any = None,
+        mcp_servers: Any = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        session = _Session(id=uuid.uuid4().hex, cwd=_session_cwd(cwd))
+        _note_ignored_servers(mcp_servers)
+        await self._open(session, history=[])
+        return NewSessionResponse(session_id=session.id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse:
+        path = self._transcript_path(session_id)
+        session = _Session(id=session_id, cwd=_session_cwd(cwd))
+        _note_ignored_servers(mcp_servers)
+        entries, history = await anyio.to_thread.run_sync(_read_transcript, path)
+        previous = self._sessions.get(session_id)
+        if previous is not None:
+            if previous.abort is not None:
+                raise RequestError(
+                    INVALID_REQUEST,
+                    f"session {session_id!r} is running a prompt; send session/cancel first",
+                )
+            previous.closed.set()
+        await self._open(session, history=history)
+        async with self._pumping(session):
+            for update in replay_updates(entries, session.ids):
+                session.emit(update)
+        log.info("acp.session_loaded", session=session_id, entries=len(entries))
+        return LoadSessionResponse()
+
+    async def prompt(
+        self, prompt: list[PromptBlock], session_id: str, **kwargs: Any
+    ) -> PromptResponse:
+        session = self._session(session_id)
+        if session.abort is not None:
+            raise RequestError(
+                INVALID_REQUEST,
+                f"session {session_id!r} is already running a prompt; wait for it to end or "
+                f"send session/cancel",
+            )
+        loop = session.loop
+        assert loop is not None
+        abort = anyio.Event()
+        session.abort = abort
+        stop: StopReason = "end_turn"
+        failure: ToolbatchError | None = None
+        try:
+            async with self._pumping(session):
+                try:
+                    outcome = await loop.prompt(prompt_text(prompt), abort=abort)
+                    stop = _STOP_REASONS[outcome.stop_reason]
+                except _PromptCancelled:
+                    stop = "cancelled"
+                except ToolbatchError as exc:
+                    failure = exc
+        finally:
+            session.abort = None
+        if failure is not None:
+            log.warning("acp.prompt_failed", session=session_id, error=str(failure))
+            raise RequestError(
+                INTERNAL_ERROR, f"the prompt failed: {type(failure).__name__}: {failure}"
+            ) from failure
+        if abort.is_set():
+            stop = "cancelled"
+        log.info("acp.prompt_done", session=session_id, stop_reason=stop)
+        return PromptResponse(stop_reason=stop)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            log.warning("acp.cancel_unknown_session", session=session_id)
+            return
+        log.info("acp.cancel", session=session_id, running=session.abort is not None)
+        session.cancel()
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def close_sessions(self) -> None:
+        """Let every session host close its scheduler and end."""
+        for session in self._sessions.values():
+            session.cancel()
+            session.closed.set()
+        self._sessions.clear()
+
+    def _session(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None or session.loop is None:
+            raise RequestError(
+                INVALID_PARAMS,
+                f"unknown session {session_id!r}; create one with session/new (or session/load)",
+            )
+        return session
+
+    def _transcript_path(self, session_id: str) -> Path:
+        if self._transcript_dir is None:
+            raise RequestError(
+                INVALID_REQUEST,
+                "session/load needs transcripts: start toolbatch acp with --transcript-dir DIR",
+            )
+        if not _SESSION_ID.fullmatch(session_id):
+            raise RequestError(
+                INVALID_PARAMS,
+                f"session id {session_id!r} is not one toolbatch made (letters, digits, - and _)",
+            )
+        path = self._transcript_dir / f"{session_id}.jsonl"
+        if not path.is_file():
+            raise RequestError(
+                RESOURCE_NOT_FOUND,
+                f"no transcript for session {session_id!r} in {str(self._transcript_dir)!r}",
+                {"uri": path.as_uri()},
+            )
+        return path
+
+    async def _open(self, session: _Session, *, history: list[Message]) -> None:
+        try:
+            await self._hosts.start(self._host, session, history)
+        except ToolbatchError as exc:
+            raise RequestError(INTERNAL_ERROR, f"could not start the session: {exc}") from exc
+        self._sessions[session.id] = session
+        log.info("acp.session_opened", session=session.id, cwd=str(session.cwd))
+
+    async def _host(
+        self,
+        session: _Session,
+        history: list[Message],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        artifacts = None if self._artifacts_dir is None else self._artifacts_dir / session.id
+        config = replace(self._config, session_id=session.id, artifacts_dir=artifacts)
+        recorder = None
+        if self._transcript_dir is not None:
+            recorder = JsonlRecorder(
+                self._transcript_dir / f"{session.id}.jsonl", session_id=session.id
+            )
+        async with ToolScheduler(self._make_registry(session.cwd), config) as scheduler:
+            session.loop = AgentLoop(
+                _SessionModel(self._make_model(), session, self._trace_model),
+                scheduler,
+                runtime=_AcpRuntime(session, self.client, self._auto_approve),
+                recorder=recorder,
+                history=history,
+            )
+            task_status.started()
+            await session.closed.wait()
+        log.info("acp.session_closed", session=session.id)
+
+    @contextlib.asynccontextmanager
+    async def _pumping(self, session: _Session) -> AsyncIterator[None]:
+        """Send the session's updates, in order, while the block runs and until all are out."""
+        send, receive = anyio.create_memory_object_stream[_Outgoing](math.inf)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._pump, session.id, receive)
+            with send:
+                session.updates = send
+                try:
+                    yield
+                finally:
+                    session.updates = None
+
+    async def _pump(self, session_id: str, receive: MemoryObjectReceiveStream[_Outgoing]) -> None:
+        with receive:
+            async for item in receive:
+                if isinstance(item, anyio.Event):
+                    item.set()
+                else:
+                    await self.client.session_update(session_id=session_id, update=item)
+
+
+def _name_of(info: Any) -> str | None:
+    name = getattr(info, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def _session_cwd(cwd: str) -> Path:
+    path = Path(cwd)
+    if not path.is_absolute() or not path.is_dir():
+        raise RequestError(
+            INVALID_PARAMS, f"cwd must be the absolute path of a directory, got {cwd!r}"
+        )
+    return path
+
+
+def _note_ignored_servers(mcp_servers: Any) -> None:
+    if mcp_servers:
+        log.warning(
+            "acp.mcp_servers_ignored",
+            servers=len(mcp_servers),
+            hint="pass toolbatch acp --mcp-config FILE",
+        )
+
+
+def _read_transcript(path: Path) -> tuple[list[RecordedTurn], list[Message]]:
+    return load_session(path), history_from_transcript(path)
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+async def serve(
+    options: AcpOptions,
+    *,
+    transport: AcpStdioTransport | None = None,
+    make_registry: Callable[[Path], Registry] = _shell_registry,
+) -> None:
+    """Serve ACP until the client closes the connection (or a shutdown signal arrives).
+
+    Args:
+        options: how to run.
+        transport: where ACP flows (default: this process's stdin and stdout).
+        make_registry: the tools of a session, from its ``cwd``.
+
+    Raises:
+        ConfigError: an option is invalid (raised before anything is read).
+    """
+    config = options.scheduler_config()
+    async with contextlib.AsyncExitStack() as stack:
+        make_model: Callable[[], Model] = _scripted_model
+        if options.model == "openai":
+            shared: Model = await stack.enter_async_context(OpenAIChatModel())
+
+            def make_model() -> Model:
+                return shared  # one HTTP client serves every session
+
+        if transport is None:
+            transport = await AcpStdioTransport.open_stdio()
+        for directory in (options.transcript_dir, options.artifacts_dir):
+            if directory is not None:
+                directory.mkdir(parents=True, exist_ok=True)
+        async with anyio.create_task_group() as hosts:
+            agent = AcpAgent(
+                hosts=hosts,
+                config=config,
+                make_model=make_model,
+                make_registry=make_registry,
+                auto_approve=options.auto_approve,
+                artifacts_dir=options.artifacts_dir,
+                transcript_dir=options.transcript_dir,
+                trace_model=options.trace_model,
+            )
+            log.info("acp.serving", model=options.model, auto_approve=options.auto_approve)
+            try:
+                with anyio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals:
+                    async with anyio.create_task_group() as watcher:
+                        watcher.start_soon(_shut_down_on_signal, signals, transport, hosts)
+                        # The SDK's Agent protocol lists every optional method; the ones
+                        # this agent lacks are answered "method not found" by its router.
+                        await run_agent(cast(Agent, agent), transport)
+                        watcher.cancel_scope.cancel()
+            finally:
+                agent.close_sessions()
+    log.info("acp.stopped")
+
+
+async def _shut_down_on_signal(
+    signals: AsyncIterator[signal.Signals],
+    transport: AcpStdioTransport,
+    hosts: anyio.abc.TaskGroup,
+) -> None:
+    """First signal: end the input, so prompts are cancelled and cleaned up; second: stop."""
+    async for received in signals:
+        if not transport.input_ended:
+            log.info("acp.shutdown", signal=received.name)
+            transport.end_input()
+        else:
+            log.warning("acp.shutdown_forced", signal=received.name)
+            hosts.cancel_scope.cancel()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolbatch acp",
+        description="Serve the Agent Client Protocol on stdin/stdout (for editors such as Zed).",
+    )
+    parser.add_argument(
+        "--auto-approve",
+        action="store_true",
+        help="run tools that need permission (the shell) without asking the editor",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_BATCH_BUDGET_CHARS,
+        metavar="CHARS",
+        help=f"aggregate tool-output budget per batch, in characters "
+        f"(default {DEFAULT_BATCH_BUDGET_CHARS:,}; 0 disables it)",
+    )
+    parser.add_argument(
+        "--artifacts-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep complete tool output under DIR/<session id> (default: a temp dir)",
+    )
+    parser.add_argument(
+        "--mcp-config",
+        type=Path,
+        metavar="FILE",
+        help='an {"mcpServers": {...}} JSON file whose servers every session starts',
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"tool calls of one batch run at once (default {DEFAULT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_CALL_TIMEOUT_CEILING_S,
+        metavar="SECONDS",
+        help=f"ceiling on any one tool call (default {DEFAULT_CALL_TIMEOUT_CEILING_S:g})",
+    )
+    parser.add_argument(
+        "--model",
+        choices=("scripted", "openai"),
+        default="scripted",
+        help="scripted: each '$ ' line of a prompt is a shell call (default); "
+        "openai: an OpenAI-compatible API from OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL",
+    )
+    parser.add_argument(
+        "--transcript-dir",
+        type=Path,
+        metavar="DIR",
+        help="record each session to DIR/<session id>.jsonl and offer session/load",
+    )
+    parser.add_argument(
+        "--trace-model",
+        type=Path,
+        metavar="FILE",
+        help="append every message the model receives to FILE as JSON lines",
+    )
+    return parser
+
+
+def parse_options(argv: Sequence[str]) -> AcpOptions:
+    """The options of ``toolbatch acp`` from its arguments (argparse exits on bad syntax).
+
+    Raises:
+        ConfigError: a value is out of range; the message names it and the fix.
+    """
+    args = _parser().parse_args(list(argv))
+    if args.budget < 0:
+        raise ConfigError(
+            f"--budget must be a number of characters >= 0 (0 disables it), got {args.budget!r}"
+        )
+    options = AcpOptions(
+        auto_approve=args.auto_approve,
+        budget=args.budget or None,
+        artifacts_dir=args.artifacts_dir,
+        mcp_config=args.mcp_config,
+        concurrency=args.concurrency,
+        call_timeout=args.timeout,
+        model=args.model,
+        transcript_dir=args.transcript_dir,
+        trace_model=args.trace_model,
+    )
+    options.scheduler_config()  # validates concurrency and timeout now, not per session
+    return options
+
+
+def _configure_logging() -> None:
+    """Logs to stderr: stdout carries the protocol."""
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def main(argv: list[str]) -> int:
+    """``toolbatch acp``: serve ACP on stdin/stdout until the editor closes it.
+
+    Returns:
+        0 after a clean shutdown, 2 for invalid options.
+    """
+    _configure_logging()
+    try:
+        options = parse_options(argv)
+        if options.model == "openai":
+            OpenAIChatModel()  # fail on a missing OPENAI_MODEL before the editor connects
+    except ConfigError as exc:
+        print(f"toolbatch acp: {exc}", file=sys.stderr)
+        return 2
+    anyio.run(serve, options)
+    return 0

@@ -1,0 +1,231 @@
+"""What an ACP client is shown: ``session/update`` payloads built from calls and responses.
+
+Pure functions, no I/O: each turns a ``ToolCall``, a ``ToolCallResponse`` or a recorded
+transcript entry into the ``acp.schema`` update an editor renders. The display of a
+finished call is the response's semantic display value (``tool_result_content``: the rich
+``display`` when the producer gave one, else the error, else the model-facing text), once
+as a text block in ``content`` and once as the string ``rawOutput``. Nothing here bounds
+that text: the stdio transport applies ``project_acp_update`` to every ``session/update``
+on its way out, live and replayed alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final, TypeAlias
+
+from acp import start_tool_call, text_block, tool_content, update_tool_call
+from acp.helpers import update_agent_message_text, update_user_message_text
+from acp.schema import (
+    AgentMessageChunk,
+    AudioContentBlock,
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallStatus,
+    ToolCallUpdate,
+    ToolKind,
+    UserMessageChunk,
+)
+
+from toolbatch._wire import ToolCall, ToolCallResponse
+from toolbatch.agent import text_of
+from toolbatch.recorder import RecordedTurn
+from toolbatch.transports._headless import tool_result_content
+
+__all__ = [
+    "TITLE_CHARS",
+    "CallIds",
+    "PromptBlock",
+    "SessionUpdate",
+    "finished_update",
+    "permission_tool_call",
+    "progress_update",
+    "prompt_text",
+    "replay_updates",
+    "running_update",
+    "start_update",
+    "tool_kind",
+    "tool_title",
+]
+
+TITLE_CHARS: Final = 120
+"""Longest title shown for a call; a longer command is cut with an ellipsis."""
+
+_SHELL_TOOL: Final = "run_shell_command"
+
+PromptBlock: TypeAlias = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+SessionUpdate: TypeAlias = UserMessageChunk | AgentMessageChunk | ToolCallStart | ToolCallProgress
+
+
+@dataclass(slots=True)
+class CallIds:
+    """Gives each tool call of a session its own ACP ``toolCallId``.
+
+    The model's call id is used as is the first time; a repeat (a model that reuses ids,
+    or a duplicate call in one batch) gets ``<id>~<n>``, since a client merges updates by
+    ``toolCallId`` and must never fold two calls into one.
+    """
+
+    _used: set[str] = field(default_factory=set)
+
+    def allocate(self, call_id: str) -> str:
+        """A fresh ACP id for the call the model named ``call_id``."""
+        candidate = call_id or "call"
+        suffix = 1
+        while candidate in self._used:
+            suffix += 1
+            candidate = f"{call_id}~{suffix}"
+        self._used.add(candidate)
+        return candidate
+
+
+def tool_kind(name: str) -> ToolKind:
+    """The ACP kind of a tool, which picks the editor's icon."""
+    return "execute" if name == _SHELL_TOOL else "other"
+
+
+def tool_title(call: ToolCall) -> str:
+    """A one-line title: the shell command (or its description), else the tool name."""
+    if call.name == _SHELL_TOOL:
+        description = call.args.get("description")
+        command = call.args.get("command")
+        if isinstance(description, str) and description.strip():
+            title = description.strip()
+        elif isinstance(command, str) and command.strip():
+            title = f"`{command.strip()}`"
+        else:
+            title = call.name
+    else:
+        title = call.name
+    first_line = title.split("\n", 1)[0]
+    if first_line != title or len(first_line) > TITLE_CHARS:
+        first_line = first_line[: TITLE_CHARS - 1].rstrip() + "…"
+    return first_line
+
+
+def start_update(tool_call_id: str, call: ToolCall) -> ToolCallStart:
+    """``tool_call``: the model asked for ``call``; it waits to run (or to be allowed)."""
+    return start_tool_call(
+        tool_call_id,
+        tool_title(call),
+        kind=tool_kind(call.name),
+        status="pending",
+        raw_input=dict(call.args),
+    )
+
+
+def permission_tool_call(tool_call_id: str, call: ToolCall) -> ToolCallUpdate:
+    """The ``toolCall`` of a ``session/request_permission`` for ``call``."""
+    return ToolCallUpdate(
+        tool_call_id=tool_call_id,
+        title=tool_title(call),
+        kind=tool_kind(call.name),
+        status="pending",
+        raw_input=dict(call.args),
+    )
+
+
+def running_update(tool_call_id: str) -> ToolCallProgress:
+    """``tool_call_update``: the call started running."""
+    return update_tool_call(tool_call_id, status="in_progress")
+
+
+def progress_update(tool_call_id: str, message: str) -> ToolCallProgress:
+    """``tool_call_update``: a running call reported progress (shown as its content)."""
+    return update_tool_call(
+        tool_call_id, status="in_progress", content=[tool_content(text_block(message))]
+    )
+
+
+def _status(response: ToolCallResponse) -> ToolCallStatus:
+    return "completed" if response.status == "success" else "failed"
+
+
+def finished_update(tool_call_id: str, response: ToolCallResponse) -> ToolCallProgress:
+    """``tool_call_update``: the call ended; its display as content and as ``rawOutput``."""
+    display = tool_result_content(response)
+    return update_tool_call(
+        tool_call_id,
+        status=_status(response),
+        content=[tool_content(text_block(display))],
+        raw_output=display,
+    )
+
+
+def prompt_text(blocks: Sequence[PromptBlock]) -> str:
+    """The user's prompt as the model's text: text blocks, then referenced context.
+
+    A resource link becomes a ``@name <uri>`` line and an embedded text resource its text
+    under a ``--- <uri> ---`` header; media (not advertised in the capabilities) is noted,
+    not sent.
+    """
+    pieces: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            pieces.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            pieces.append(f"@{block.name} <{block.uri}>")
+        elif isinstance(block, EmbeddedResourceContentBlock):
+            resource = block.resource
+            if isinstance(resource, TextResourceContents):
+                pieces.append(f"--- {resource.uri} ---\n{resource.text}")
+            else:
+                pieces.append(f"[binary resource {resource.uri} not included]")
+        else:
+            pieces.append(f"[{block.type} content not included]")
+    return "\n".join(pieces)
+
+
+def replay_updates(entries: Sequence[RecordedTurn], ids: CallIds) -> Iterator[SessionUpdate]:
+    """The updates that show a recorded session again, in order (for ``session/load``).
+
+    User and model messages become message chunks; each call a model message made becomes
+    a ``tool_call``, and the recorded turn that answered it one ``tool_call_update`` with
+    the finalized response (the display of the live session was not recorded: the
+    replay shows what the model received).
+    """
+    waiting: list[tuple[str, str]] = []  # (model call id, ACP id), in the model's order
+    for entry in entries:
+        if entry.type == "message":
+            text = text_of(entry.parts)
+            if entry.role == "user":
+                if text:
+                    yield update_user_message_text(text)
+                continue
+            if text:
+                yield update_agent_message_text(text)
+            for call in entry.tool_calls:
+                tool_call_id = ids.allocate(call.id)
+                waiting.append((call.id, tool_call_id))
+                yield start_update(tool_call_id, call)
+            continue
+        for response in entry.responses:
+            announced = _take(waiting, response.call_id)
+            if announced is None:  # a record without its model message: announce it here
+                announced = ids.allocate(response.call_id)
+                yield start_tool_call(
+                    announced, response.name, kind=tool_kind(response.name), status="pending"
+                )
+            yield finished_update(announced, response)
+        waiting.clear()
+
+
+def _take(waiting: list[tuple[str, str]], call_id: str) -> str | None:
+    """The ACP id of the earliest call still waiting under ``call_id`` (first in, first out)."""
+    for index, (model_id, tool_call_id) in enumerate(waiting):
+        if model_id == call_id:
+            del waiting[index]
+            return tool_call_id
+    return None
