@@ -170,3 +170,31 @@ def test_openai_loop_example_without_a_model_name_explains_itself() -> None:
     )
     assert done.returncode == 2
     assert "OPENAI_MODEL" in done.stderr
+
+
+def test_scripted_loop_example_runs_real_tools_within_budget() -> None:
+    """Shell, MCP and a custom tool over three turns; each turn within 12,000 chars."""
+    done = _run("scripted_loop.py")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    turns = [line for line in lines if line.startswith("turn ")]
+    assert len(turns) == 3
+    for line in turns:
+        used = int(line.split(", ")[1].split(" of ")[0].replace(",", ""))
+        assert used <= 12_000
+    assert any("mcp__demo__ticket" in line and "success" in line for line in lines)
+    assert any("slugify" in line and "success" in line for line in lines)
+    big_shell = next(line for line in lines if "run_shell_command" in line)
+    artifact = Path(big_shell.split("artifact: ")[1])
+    assert artifact.read_text().splitlines()[-1] == "200000"
+    transcript = Path(lines[-1].removeprefix("transcript: "))
+    tool_turns = [e for e in load_session(transcript) if e.type == "tool_turn"]
+    assert len(tool_turns) == 3
+
+
+def test_subagent_example_returns_the_childs_answer() -> None:
+    """The parent receives the child's final answer through its agent tool."""
+    done = _run("subagent.py")
+    assert done.returncode == 0, done.stderr
+    assert "The sequence has 100000 lines" in done.stdout
+    assert "'tool_calls': 2" in done.stdout

@@ -35,7 +35,6 @@ from toolbatch.hooks import (
 )
 from toolbatch.hooks._command import DEFAULT_HOOK_TIMEOUT_S
 from toolbatch.producers._base import Producer, ProducerContext, ToolDeclaration
-from toolbatch.producers._function import DEFAULT_OUTPUT_THRESHOLD_CHARS
 from toolbatch.producers._generic import apply_output_threshold
 from toolbatch.recorder import Recorder, ResponseKind
 from toolbatch.scheduler._assembler import TurnAssembler
@@ -463,7 +462,9 @@ class ToolScheduler:
                 f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult",
                 error_type="tool_crashed",
             )
-        threshold = getattr(producer, "output_threshold", DEFAULT_OUTPUT_THRESHOLD_CHARS)
+        # Generic persistence is opt-in per producer: @tool functions have a threshold;
+        # producers that bound their own output (shell, MCP) declare none.
+        threshold = getattr(producer, "output_threshold", None)
         result = await apply_output_threshold(
             result, call=call, store=self._store, threshold=threshold
         )
