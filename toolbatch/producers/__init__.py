@@ -7,11 +7,13 @@ from ._base import (
     ProgressCallback,
     ToolDeclaration,
 )
+from ._shell import ShellProducer
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "Producer",
     "ProducerContext",
     "ProgressCallback",
+    "ShellProducer",
     "ToolDeclaration",
 ]

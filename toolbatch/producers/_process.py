@@ -1,0 +1,204 @@
+"""Child processes in a process group of their own: spawn, capture, stop, leave nothing behind.
+
+Shared by every producer that runs a command (shell, MCP stdio servers, command hooks).
+
+A child is started with ``start_new_session=True``, so its pid is also its process-group id
+and everything it forks stays in that group unless it calls ``setsid``/``setpgid`` itself.
+``anyio``'s own ``Process.kill()``/``aclose()`` signal only the direct child and orphan the
+rest, so stopping always goes through :func:`stop_group`: SIGTERM (plus SIGCONT, so stopped
+members act on it) to the whole group, a grace period, then SIGKILL to whatever is left, and
+the leader is reaped.
+
+Limits, by design: a descendant that leaves the group (``setsid``, ``setpgid``) cannot be
+found this way; catching those needs a cgroup (``cgroup.kill``) or
+``prctl(PR_SET_CHILD_SUBREAPER)`` plus reaping, both process-wide decisions a library does
+not make for its host. Orphaned members that died are re-parented to PID 1; if PID 1 does
+not reap (some container inits do not), they stay as zombies, which hold a pid and nothing
+else. Liveness checks here ignore zombies for that reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import structlog
+
+__all__ = [
+    "PIPE_BUFFER_BYTES",
+    "GroupStop",
+    "group_alive",
+    "group_members",
+    "open_group_process",
+    "open_pipe",
+    "signal_group",
+    "stop_group",
+    "wait_group_gone",
+]
+
+log = structlog.get_logger("toolbatch.producers.process")
+
+PIPE_BUFFER_BYTES: Final = 1 * 2**20
+"""Requested pipe capacity (F_SETPIPE_SZ): fewer wake-ups and larger reads than the 64 KiB
+default; the kernel's ``fs.pipe-max-size`` (1 MiB by default) bounds it for non-root."""
+GROUP_POLL_MIN_S: Final = 0.002
+GROUP_POLL_MAX_S: Final = 0.05
+"""Polling bounds while waiting for a group to empty: the kernel offers no event for it."""
+KILL_SETTLE_S: Final = 1.0
+"""How long SIGKILLed members get to leave the group before :func:`stop_group` returns."""
+
+_PROC: Final = "/proc"
+
+
+def open_pipe(*, size_bytes: int = PIPE_BUFFER_BYTES) -> tuple[int, int]:
+    """A pipe ``(read_fd, write_fd)`` for a child's output.
+
+    The read end is non-blocking (read it with ``os.read`` and ``anyio.wait_readable``); the
+    capacity is raised to ``size_bytes`` when the kernel allows it (best effort). Both ends
+    are non-inheritable: pass the write end as the child's ``stdout`` and close it in the
+    parent once the child has started.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is not None:
+        # EPERM above fs.pipe-max-size or past the per-user pipe quota: keep the default.
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(write_fd, set_size, size_bytes)
+    return read_fd, write_fd
+
+
+async def open_group_process(
+    argv: Sequence[str],
+    *,
+    stdout: int,
+    stderr: int,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> anyio.abc.Process:
+    """Start ``argv`` as the leader of a new session and process group, stdin from /dev/null.
+
+    ``stdout``/``stderr`` are file descriptors (or ``subprocess.STDOUT`` for ``stderr``).
+    Stop it with :func:`stop_group`, never with ``Process.kill()`` alone.
+
+    Raises:
+        OSError: the program could not be started (not found, not executable, bad ``cwd``).
+        ValueError: an argument holds a NUL byte.
+    """
+    return await anyio.open_process(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def signal_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` to process group ``pgid``; ``False`` when the group no longer exists."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        # Members exist but we may not signal them (a setuid program): it is still alive.
+        log.warning("process.signal_denied", pgid=pgid, signal=signal.Signals(signum).name)
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of the live (not zombie) processes in group ``pgid``, read from /proc.
+
+    Returns ``[]`` for an empty group. Where /proc is unavailable it falls back to
+    ``killpg(pgid, 0)``, which cannot tell zombies apart, and reports ``[pgid]`` while the
+    group exists.
+    """
+    try:
+        entries = os.listdir(_PROC)
+    except OSError:
+        return [pgid] if signal_group(pgid, 0) else []
+    members: list[int] = []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{_PROC}/{name}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue  # exited while we looked
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2 :].split(maxsplit=3)
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            members.append(int(name))
+    return members
+
+
+async def group_alive(pgid: int) -> bool:
+    """Whether any live process is left in group ``pgid`` (the /proc scan runs in a thread)."""
+    if not signal_group(pgid, 0):
+        return False
+    members = await anyio.to_thread.run_sync(group_members, pgid)
+    return bool(members)
+
+
+async def wait_group_gone(pgid: int) -> None:
+    """Return once no live process is left in group ``pgid`` (bound it with a scope).
+
+    The kernel has no event for "the group is empty", so this polls with a backoff from
+    2 ms to 50 ms.
+    """
+    delay = GROUP_POLL_MIN_S
+    while await group_alive(pgid):
+        await anyio.sleep(delay)
+        delay = min(delay * 2, GROUP_POLL_MAX_S)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStop:
+    """What :func:`stop_group` had to do.
+
+    Attributes:
+        terminated: SIGTERM reached a live group.
+        killed: members outlived the grace period and got SIGKILL.
+    """
+
+    terminated: bool
+    killed: bool
+
+
+async def stop_group(process: anyio.abc.Process, *, grace_s: float) -> GroupStop:
+    """Stop every process in ``process``'s group and reap the leader.
+
+    SIGTERM and SIGCONT to the group, wait until no live member is left (at most
+    ``grace_s``), SIGKILL the group if anything is, then reap the leader and give killed
+    members up to ``KILL_SETTLE_S`` to disappear. Safe to call again (on an empty group it
+    only reaps). Bound it with a scope; run it shielded in cleanup.
+    """
+    pgid = process.pid
+    terminated = False
+    if await group_alive(pgid):
+        terminated = signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGCONT)
+        with anyio.move_on_after(grace_s):
+            await wait_group_gone(pgid)
+    killed = False
+    if await group_alive(pgid):
+        killed = signal_group(pgid, signal.SIGKILL)
+    await process.wait()
+    if killed:
+        with anyio.move_on_after(KILL_SETTLE_S):
+            await wait_group_gone(pgid)
+    if terminated or killed:
+        log.debug("process.group_stopped", pgid=pgid, terminated=terminated, killed=killed)
+    return GroupStop(terminated=terminated, killed=killed)
