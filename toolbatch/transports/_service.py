@@ -42,7 +42,8 @@ not be unique).
 Several ``batch/run`` requests may be in flight at once; each gets its own answer. A
 cancelled batch still answers, its unfinished calls with ``cancelled`` responses and no
 process left behind. ``batch/cancel`` and ``shutdown`` may also be sent as notifications
-(no ``id``); notifications are never answered, whatever happens to them.
+(no ``id``). A notification (an object without ``id``) is never answered, not even
+with an error: a bad one is logged and dropped.
 
 Errors: ``-32700`` a line that is not JSON, ``-32600`` a message that is not a request
 (including JSON-RPC batch arrays, which are not supported) or a ``batch/run`` id already in
@@ -396,7 +397,7 @@ def _id_key(value: object) -> IdKey:
 
 
 def _validate(message: object) -> tuple[str, object, bool]:
-    """The method, the params and whether an answer is due; raises ``_JsonRpcError``."""
+    """The method, the params and whether it is a request; raises ``_JsonRpcError``."""
     if isinstance(message, list):
         raise _JsonRpcError(
             INVALID_REQUEST,
@@ -575,29 +576,32 @@ class _Service:
         request_id: object = None
         if isinstance(message, dict) and "id" in message and _valid_id(message["id"]):
             request_id = message["id"]
+        is_notification = isinstance(message, dict) and "id" not in message
         try:
-            method, params, is_request = _validate(message)
-            if is_request:
-                self._request(request_id, method, params)
-            else:
+            method, params, _ = _validate(message)
+            if is_notification:
                 self._notification(method, params)
+            else:
+                self._request(request_id, method, params)
         except _JsonRpcError as exc:
-            self._error(request_id, exc.code, exc.message)
+            if is_notification:  # never answered, whatever is wrong with it
+                log.warning("service.bad_notification", code=exc.code, error=exc.message)
+            else:
+                self._error(request_id, exc.code, exc.message)
         except Exception as exc:  # the service never dies of one request
             log.exception("service.request_failed")
-            self._error(request_id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            if not is_notification:
+                message = f"internal error: {type(exc).__name__}: {exc}"
+                self._error(request_id, INTERNAL_ERROR, message)
 
     def _notification(self, method: str, params: object) -> None:
-        try:
-            if method == "batch/cancel":
-                self._cancel(params)
-            elif method == "shutdown":
-                self._shutdown_requested = True
-                self._shutdown_id = _NO_ANSWER
-            else:
-                log.info("service.notification_ignored", method=method)
-        except _JsonRpcError as exc:
-            log.warning("service.bad_notification", method=method, error=exc.message)
+        if method == "batch/cancel":
+            self._cancel(params)
+        elif method == "shutdown":
+            self._shutdown_requested = True
+            self._shutdown_id = _NO_ANSWER
+        else:
+            log.info("service.notification_ignored", method=method)
 
     def _request(self, request_id: object, method: str, params: object) -> None:
         if method == "initialize":
