@@ -61,7 +61,7 @@ def _surrogate_log(size: int) -> str:
 
 def _byte_rows(quick: bool) -> list[Row]:
     size = 10 * MIB
-    repeat = 3 if quick else 5
+    repeat = 5 if quick else 11
     rows = []
     cases = [
         ("ASCII code, 10 Mi chars", _ascii_code(size), True),
