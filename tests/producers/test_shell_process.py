@@ -1,0 +1,109 @@
+"""Process groups: the pipe, stopping a group (TERM, grace, KILL), and zombies not counted."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolbatch.producers._process import (
+    PIPE_BUFFER_BYTES,
+    GroupStop,
+    group_alive,
+    group_members,
+    open_group_process,
+    open_pipe,
+    signal_group,
+    stop_group,
+)
+
+
+async def _spawn(command: str) -> anyio.abc.Process:
+    return await open_group_process(
+        ["bash", "-c", command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+async def _spawn_ready(command: str, tmp_path: Path) -> anyio.abc.Process:
+    """Start ``command`` and return once it wrote ``ready`` to a FIFO (an event, no sleep)."""
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    process = await _spawn(f"{command} & echo ready > {fifo}; wait")
+    with anyio.fail_after(10):
+        assert await anyio.to_thread.run_sync(fifo.read_text, abandon_on_cancel=True) == "ready\n"
+    return process
+
+
+def test_open_pipe_is_non_blocking_and_large() -> None:
+    """The read end never blocks the event loop and the pipe holds up to 1 MiB if allowed."""
+    read_fd, write_fd = open_pipe()
+    try:
+        with pytest.raises(BlockingIOError):
+            os.read(read_fd, 1)
+        allowed = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+        size = fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ)
+        assert size >= min(PIPE_BUFFER_BYTES, allowed) or size == 65536
+        if os.geteuid() == 0:
+            assert size == PIPE_BUFFER_BYTES
+        assert not os.get_inheritable(read_fd)
+        assert not os.get_inheritable(write_fd)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+async def test_a_cooperative_group_stops_on_term(tmp_path: Path) -> None:
+    """Members that honour SIGTERM are gone well before the grace ends; no SIGKILL."""
+    process = await _spawn_ready("sleep 60 & sleep 60", tmp_path)
+    assert len(group_members(process.pid)) >= 3
+    started = time.monotonic()
+    stop = await stop_group(process, grace_s=5)
+    assert time.monotonic() - started < 2
+    assert stop == GroupStop(terminated=True, killed=False)
+    assert group_members(process.pid) == []
+    assert process.returncode is not None
+
+
+async def test_a_member_ignoring_term_gets_kill_after_the_grace(tmp_path: Path) -> None:
+    """A member with SIGTERM ignored survives the grace, then SIGKILL ends it."""
+    process = await _spawn_ready("(trap '' TERM; exec sleep 60)", tmp_path)
+    started = time.monotonic()
+    stop = await stop_group(process, grace_s=0.3)
+    assert time.monotonic() - started >= 0.3
+    assert stop == GroupStop(terminated=True, killed=True)
+    assert group_members(process.pid) == []
+
+
+async def test_a_stopped_member_still_acts_on_term(tmp_path: Path) -> None:
+    """SIGCONT follows SIGTERM, so a SIGSTOPped member does not need the SIGKILL."""
+    process = await _spawn_ready("sleep 60 & kill -STOP $!", tmp_path)
+    stop = await stop_group(process, grace_s=5)
+    assert stop == GroupStop(terminated=True, killed=False)
+    assert group_members(process.pid) == []
+
+
+async def test_stopping_a_finished_group_only_reaps() -> None:
+    """On an empty group stop_group sends nothing and just collects the exit status."""
+    process = await _spawn("exit 7")
+    await process.wait()
+    assert await stop_group(process, grace_s=1) == GroupStop(terminated=False, killed=False)
+    assert process.returncode == 7
+
+
+def test_zombies_do_not_count_as_alive() -> None:
+    """An exited, unreaped member is not alive; the group is gone once it is reaped."""
+    child = subprocess.Popen(["true"], start_new_session=True)
+    try:
+        # Wait for the exit but leave the child unreaped: a zombie, without polling.
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        assert signal_group(child.pid, 0)  # the zombie still exists...
+        assert group_members(child.pid) == []  # ...but is not a live member
+        assert not anyio.run(group_alive, child.pid)
+    finally:
+        child.wait()
+    assert not signal_group(child.pid, 0)
