@@ -490,6 +490,11 @@ class _SchedulerBackend:
 
 def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     if args.mcp_config is not None:
+        if not Path(args.mcp_config).is_file():
+            raise _UsageError(
+                f"the MCP config {args.mcp_config!r} is not a file; pass the path of an "
+                f'{{"mcpServers": {{...}}}} JSON file'
+            )
         from toolbatch.producers.mcp import load_mcp_config
 
         load_mcp_config(args.mcp_config)  # bad documents are usage errors, found early
