@@ -9,11 +9,9 @@ the order they were sent.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import json
 import os
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -39,22 +37,10 @@ _AGENT_NUMBERS = itertools.count(1)
 _MAIN = "import sys; from toolbatch.transports._acp_agent import main; sys.exit(main(sys.argv[1:]))"
 
 
-@functools.cache
-def _cli_serves_acp() -> bool:
-    cli = Path(sys.executable).with_name("toolbatch")
-    if not cli.exists():
-        return False
-    done = subprocess.run(
-        [str(cli), "acp", "--help"], capture_output=True, text=True, timeout=60, check=False
-    )
-    return done.returncode == 0 and "--auto-approve" in done.stdout
-
-
 def agent_command(*flags: str) -> list[str]:
-    """``toolbatch acp <flags>`` (the console script once the CLI serves ``acp``)."""
-    if _cli_serves_acp():
-        return [str(Path(sys.executable).with_name("toolbatch")), "acp", *flags]
-    return [sys.executable, "-c", _MAIN, *flags]
+    """``toolbatch --log-level info acp <flags>``: the agent as an editor starts it."""
+    cli = Path(sys.executable).with_name("toolbatch")
+    return [str(cli), "--log-level", "info", "acp", *flags]
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ Every test spawns the agent as a subprocess and reads the frames it actually wro
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -207,10 +208,11 @@ def _kind_of(frame: Frame) -> str:
     return str(message.get("method", "response"))
 
 
-async def test_cancel_stops_the_running_tools_and_ends_the_prompt_cancelled(
-    tmp_path: Path,
-) -> None:
-    """session/cancel: no `sleep` left, stop reason `cancelled`, the session goes on."""
+async def test_cancel_and_shutdown_stop_the_running_tools(tmp_path: Path) -> None:
+    """session/cancel ends the prompt `cancelled` and the session goes on; SIGTERM ends all.
+
+    Either way no `sleep` the agent started outlives it.
+    """
     transcripts = tmp_path / "t"
     flags = ["--auto-approve", "--transcript-dir", str(transcripts)]
     async with running_agent(*flags, tmp_path=tmp_path) as agent:
@@ -247,6 +249,24 @@ async def test_cancel_stops_the_running_tools_and_ends_the_prompt_cancelled(
         assert await agent.prompt(session, "$ echo after-cancel") == "end_turn"
         last = frames.tool_calls()[-1]["toolCallId"]
         assert _content_text(frames.final(last)).startswith("after-cancel\n")
+
+        # The editor stops the agent with SIGTERM while a command runs.
+        lost: list[Exception] = []
+
+        async def run_until_shutdown() -> None:
+            try:
+                await agent.prompt(session, "$ sleep 3130")
+            except ConnectionError as exc:  # the agent is gone before it answers
+                lost.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_until_shutdown)
+            await wait_for_processes(["sleep", "3130"])
+            agent.process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(20):
+                assert await agent.process.wait() == 0
+        assert processes_running(["sleep", "3130"]) == []
+        assert len(lost) == 1
 
 
 async def test_load_session_replays_the_transcript_and_the_session_goes_on(

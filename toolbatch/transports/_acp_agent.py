@@ -73,6 +73,7 @@ from toolbatch.agent import (
 )
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
+from toolbatch.logs import configure_logging
 from toolbatch.producers._base import ToolDeclaration
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
@@ -526,9 +527,8 @@ class AcpAgent:
                 )
             previous.closed.set()
         await self._open(session, history=history)
-        async with self._pumping(session):
-            for update in replay_updates(entries, session.ids):
-                session.emit(update)
+        for update in replay_updates(entries, session.ids):  # all of it before the answer
+            await self.client.session_update(session_id=session_id, update=update)
         log.info("acp.session_loaded", session=session_id, entries=len(entries))
         return LoadSessionResponse()
 
@@ -863,28 +863,14 @@ def parse_options(argv: Sequence[str]) -> AcpOptions:
     return options
 
 
-def _configure_logging() -> None:
-    """Logs to stderr: stdout carries the protocol."""
-    if structlog.is_configured():
-        return
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
-
-
 def main(argv: list[str]) -> int:
     """``toolbatch acp``: serve ACP on stdin/stdout until the editor closes it.
 
     Returns:
         0 after a clean shutdown, 2 for invalid options.
     """
-    _configure_logging()
+    if not structlog.is_configured():  # called directly rather than by the CLI
+        configure_logging("warning")
     try:
         options = parse_options(argv)
         if options.model == "openai":
