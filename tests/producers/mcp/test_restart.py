@@ -71,8 +71,8 @@ def servers(
 def test_a_crash_mid_call_fails_every_call_in_flight_and_the_next_call_restarts(
     portal: BlockingPortal, servers: McpServers
 ) -> None:
-    """Calls sharing the crashed session fail promptly, naming the exit code; the next call
-    gets a fresh server process."""
+    """Calls sharing the crashed session fail promptly, naming the exit code; the next calls
+    share one fresh server process."""
     first_pid = pid_of(portal, servers, "mcp__crashy__pid")
 
     async def batch() -> list[ToolResult]:
@@ -105,12 +105,24 @@ def test_a_crash_mid_call_fails_every_call_in_flight_and_the_next_call_restarts(
         assert "restarted on the next call" in result.error.message
         assert "crashing on purpose" not in result.error.message  # stderr is never output
         assert result.persisted_output_files == ()
-    second_pid = pid_of(portal, servers, "mcp__crashy__pid")
-    assert second_pid != first_pid
+    restarts = servers.connection("crashy").restarts
+
+    async def after_the_crash() -> list[ToolResult]:
+        results: list[ToolResult] = []
+
+        async def one() -> None:
+            results.append(await call_tool(servers, "mcp__crashy__pid"))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(one)
+        return results
+
+    pids = {int(model_response("p", result)["output"]) for result in portal.call(after_the_crash)}
+    assert len(pids) == 1  # five concurrent calls share one restart
+    assert first_pid not in pids
     assert not is_alive(first_pid)
-    assert servers.connection("crashy").restarts >= 1
-    echo = run(portal, servers, "mcp__crashy__echo", {"text": "back"})
-    assert model_response("e", echo) == {"output": "back"}
+    assert servers.connection("crashy").restarts == restarts + 1
 
 
 def test_a_failed_restart_is_reported_and_retried_after_a_pause(
@@ -142,7 +154,7 @@ def test_servers_that_cannot_start_are_reported_and_the_others_work_until_exit(
     portal: BlockingPortal,
 ) -> None:
     """A missing command or an early exit is a failure with its reason; the rest serve calls,
-    and leaving stops them with their whole process group."""
+    and leaving stops them with their whole process group (late calls get an error)."""
     document = {
         "good": stdio_entry(),
         "missing": {"command": "/nonexistent/toolbatch-server"},
@@ -162,6 +174,9 @@ def test_servers_that_cannot_start_are_reported_and_the_others_work_until_exit(
         server_pid = servers.connection("good").pid
         assert server_pid is not None
         assert is_alive(child)
+    after_exit = run(portal, servers, "mcp__good__echo", {"text": "late"})
+    assert after_exit.error is not None
+    assert "shut down" in after_exit.error.message
     assert not is_alive(server_pid)
     deadline = time.monotonic() + 5
     while is_alive(child) and time.monotonic() < deadline:

@@ -153,14 +153,25 @@ class McpConnection:
         self._wanted = anyio.Event()
         self._start_generation()
         task_status.started()
-        while True:
-            await self._wanted.wait()
-            if self._closing:
-                return
-            self._wanted = anyio.Event()
-            generation = self._generation
-            assert generation is not None
-            await self._run(generation)
+        try:
+            while True:
+                await self._wanted.wait()
+                if self._closing:
+                    return
+                self._wanted = anyio.Event()
+                generation = self._generation
+                assert generation is not None
+                await self._run(generation)
+        finally:
+            # A generation requested but never run must still answer the calls waiting on it.
+            pending = self._generation
+            if pending is not None and not pending.settled.is_set():
+                pending.failure = McpError(
+                    f"MCP server {self.name!r} is shut down", server=self.name
+                )
+                pending.lost.set()
+                pending.settled.set()
+                pending.stopped.set()
 
     async def wait_started(self) -> None:
         """Wait until the first start-up has succeeded or failed."""

@@ -248,6 +248,9 @@ class StdioTransport:
                             pending_bytes = 0
                         else:
                             line = piece
+                        if len(line) > self.max_message_bytes:
+                            self._refuse_oversized()
+                            return
                         if line and not line.isspace():
                             await send.send(decode_message(line))
                     if start < len(chunk):
@@ -255,17 +258,17 @@ class StdioTransport:
                         pending.append(rest)
                         pending_bytes += len(rest)
                         if pending_bytes > self.max_message_bytes:
-                            reason = (
-                                f"the server sent a message over the {self.max_message_bytes:,}"
-                                f"-byte limit"
-                            )
-                            log.error("mcp.message_too_large", server=self.server, reason=reason)
-                            self.close_reason = reason
+                            self._refuse_oversized()
                             return
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return  # the session is gone; shutdown takes care of the process
         finally:
             self._mark_closed()
+
+    def _refuse_oversized(self) -> None:
+        reason = f"the server sent a message over the {self.max_message_bytes:,}-byte limit"
+        log.error("mcp.message_too_large", server=self.server, reason=reason)
+        self.close_reason = reason
 
     async def _pump_stdin(self) -> None:
         stdin = self.process.stdin

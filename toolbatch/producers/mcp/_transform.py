@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import mcp_types as types
+import structlog
 from pydantic import JsonValue
 
 from toolbatch._wire import InlineData, InlineDataPart, Part, TextPart, ToolCall, ToolResult
@@ -34,6 +35,8 @@ __all__ = [
     "DEFAULT_PREVIEW_CHARS",
     "transform_result",
 ]
+
+_log = structlog.get_logger("toolbatch.mcp")
 
 DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS: Final = 500_000
 """A text part longer than this is persisted and previewed."""
@@ -148,9 +151,7 @@ async def transform_result(
         log: a structlog logger bound to the call.
     """
     if log is None:
-        import structlog
-
-        log = structlog.get_logger("toolbatch.mcp")
+        log = _log
     texts: list[str] = []
     media: list[Part] = []
     display_media: list[JsonValue] = []

@@ -1,0 +1,153 @@
+"""Issue 5: the MCP producer against the SDK's own stdio client, side by side in one run.
+
+* A large tool result (50 MB; 20 MB with ``--quick``) from the test server's ``big_text``:
+  through ``McpToolProducer.run`` (linear stdio transport, transform, persisted to a real
+  artifact store) versus ``mcp.client.stdio.stdio_client`` + ``ClientSession.call_tool``,
+  whose line reassembly is quadratic. Both read the same server; ours does more work.
+* Echo round-trip latency: the producer versus a bare ``ClientSession.call_tool`` over the
+  SDK's transport, on two live sessions, one call of each in turn.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import TextContent
+
+from bench._report import Row
+from toolbatch import ArtifactStore, ToolCall
+from toolbatch.producers import ProducerContext
+from toolbatch.producers.mcp import McpServers, load_mcp_config
+
+TEST_SERVER = Path(__file__).resolve().parents[1] / "tests" / "mcp_server" / "server.py"
+BIG_CHARS = 50_000_000
+QUICK_BIG_CHARS = 20_000_000
+SDK_CAP_S = 180.0
+"""The SDK path is stopped here (about 48 s at 50 MB on an idle 2-core machine, several
+minutes under load); a stopped run makes the baseline, and the ratio, a lower bound."""
+TARGET_SPEEDUP = 10.0
+TARGET_ECHO_RATIO = 1.2
+START_TIMEOUT_S = 120.0
+
+
+def _servers() -> McpServers:
+    entry = {"command": sys.executable, "args": [str(TEST_SERVER)]}
+    config = load_mcp_config({"mcpServers": {"bench": entry}})
+    return McpServers(config, start_timeout_s=START_TIMEOUT_S, default_timeout_s=600)
+
+
+def _sdk_params() -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=[str(TEST_SERVER)])
+
+
+async def _producer_big(n_chars: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ArtifactStore(tmp)
+        async with _servers() as servers:
+            producer = servers.producer("mcp__bench__big_text")
+            call = ToolCall(id="big", name="mcp__bench__big_text", args={"n_chars": n_chars})
+            started = time.perf_counter()
+            result = await producer.run(call, ProducerContext(store=store))
+            elapsed = time.perf_counter() - started
+            [path] = result.persisted_output_files or ()
+            assert path.stat().st_size == n_chars, "the artifact must hold the whole result"
+    return elapsed
+
+
+async def _sdk_big(n_chars: int, errlog: TextIO) -> tuple[float, bool]:
+    """The SDK's time for the result, and whether it finished within ``SDK_CAP_S``."""
+    async with (
+        stdio_client(_sdk_params(), errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        started = time.perf_counter()
+        with anyio.move_on_after(SDK_CAP_S) as scope:
+            result = await session.call_tool("big_text", {"n_chars": n_chars})
+        elapsed = time.perf_counter() - started
+    if scope.cancelled_caught:
+        return elapsed, False
+    [text] = result.content
+    assert isinstance(text, TextContent)
+    assert len(text.text) == n_chars
+    return elapsed, True
+
+
+async def _echo(calls: int, errlog: TextIO) -> tuple[list[float], list[float]]:
+    ours: list[float] = []
+    bare: list[float] = []
+    async with (
+        _servers() as servers,
+        stdio_client(_sdk_params(), errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        producer = servers.producer("mcp__bench__echo")
+        for index in range(20):  # warm both paths up
+            await session.call_tool("echo", {"text": f"warm {index}"})
+            call = ToolCall(id=f"w{index}", name="mcp__bench__echo", args={"text": "w"})
+            await producer.run(call, ProducerContext())
+        for index in range(calls):
+            text = f"echo {index}"
+            call = ToolCall(id=f"c{index}", name="mcp__bench__echo", args={"text": text})
+            # One of each per iteration, alternating which goes first, so load drift and
+            # ordering effects fall on both paths alike.
+            for run_ours in (index % 2 == 0, index % 2 == 1):
+                started = time.perf_counter()
+                if run_ours:
+                    result = await producer.run(call, ProducerContext())
+                    ours.append(time.perf_counter() - started)
+                    assert result.error is None
+                else:
+                    reply = await session.call_tool("echo", {"text": text})
+                    bare.append(time.perf_counter() - started)
+                    assert not reply.is_error
+    return ours, bare
+
+
+def run(quick: bool) -> list[Row]:
+    n_chars = QUICK_BIG_CHARS if quick else BIG_CHARS
+    size = f"{n_chars // 1_000_000} MB" + (" (quick size)" if quick else "")
+    ours_big = anyio.run(_producer_big, n_chars)
+    # The SDK's stdio_client hands errlog to the subprocess: it must be a real file.
+    with open(os.devnull, "w") as errlog:
+        sdk_big, sdk_finished = anyio.run(_sdk_big, n_chars, errlog)
+        ours, bare = anyio.run(_echo, 300 if quick else 1_000, errlog)
+    speedup = sdk_big / ours_big
+    ours_ms = statistics.median(ours) * 1000
+    bare_ms = statistics.median(bare) * 1000
+    echo_ratio = ours_ms / bare_ms
+    return [
+        Row(
+            area="mcp",
+            name=f"{size} tool result through the producer (linear stdio, persisted)",
+            value=ours_big,
+            unit="s",
+            baseline="SDK stdio_client + ClientSession.call_tool, same server"
+            + ("" if sdk_finished else f" (stopped at {SDK_CAP_S:g} s: a lower bound)"),
+            baseline_value=sdk_big,
+            ratio=speedup,
+            target=f">= {TARGET_SPEEDUP:g}x faster (ratio = SDK time / ours)",
+            meets=speedup >= TARGET_SPEEDUP,
+        ),
+        Row(
+            area="mcp",
+            name=f"echo round trip through the producer (median of {len(ours)})",
+            value=ours_ms,
+            unit="ms",
+            baseline="bare ClientSession.call_tool over SDK stdio_client",
+            baseline_value=bare_ms,
+            ratio=echo_ratio,
+            target=f"<= {TARGET_ECHO_RATIO:g} (ratio = ours / bare latency)",
+            meets=echo_ratio <= TARGET_ECHO_RATIO,
+        ),
+    ]
