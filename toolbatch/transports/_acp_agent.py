@@ -860,6 +860,10 @@ def parse_options(argv: Sequence[str]) -> AcpOptions:
         trace_model=args.trace_model,
     )
     options.scheduler_config()  # validates concurrency and timeout now, not per session
+    if options.mcp_config is not None:
+        from toolbatch.producers.mcp import load_mcp_config
+
+        load_mcp_config(options.mcp_config)  # a bad file fails now, not at session/new
     return options
 
 
@@ -875,6 +879,8 @@ def main(argv: list[str]) -> int:
         options = parse_options(argv)
         if options.model == "openai":
             OpenAIChatModel()  # fail on a missing OPENAI_MODEL before the editor connects
+    except SystemExit as exc:  # argparse printed the help or the usage error
+        return exc.code if isinstance(exc.code, int) else 2
     except ConfigError as exc:
         print(f"toolbatch acp: {exc}", file=sys.stderr)
         return 2
