@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import subprocess
 import uuid
@@ -10,11 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.cli._support import TOOLBATCH, Service, processes_with, write_mcp_config
+from toolbatch import Registry, SchedulerConfig, ToolScheduler, tool
+from toolbatch.cli import _SchedulerBackend
 from toolbatch.errors import ConfigError
-from toolbatch.transports import SERVICE_PROTOCOL_VERSION, parse_batch
+from toolbatch.producers import ProducerContext
+from toolbatch.transports import SERVICE_PROTOCOL_VERSION, parse_batch, serve
 from toolbatch.transports._service import _LineSplitter, _Oversized
 
 NODE = shutil.which("node")
@@ -102,12 +108,12 @@ def test_initialize_and_tools_list(service: Service) -> None:
     }
     assert init["default_budget_chars"] == 200_000
     tools = service.call("tools/list")["result"]["tools"]
-    names = [tool["name"] for tool in tools]
+    names = [declared["name"] for declared in tools]
     assert "run_shell_command" in names
     assert {"mcp__t__echo", "mcp__t__big_text", "mcp__t__fail"} <= set(names)
-    for tool in tools:
-        assert set(tool) == {"name", "description", "input_schema"}
-        assert tool["input_schema"]["type"] == "object"
+    for declared in tools:
+        assert set(declared) == {"name", "description", "input_schema"}
+        assert declared["input_schema"]["type"] == "object"
 
 
 def test_batch_answers_in_call_order_with_progress_for_every_call(service: Service) -> None:
@@ -407,3 +413,55 @@ def test_parse_batch_accepts_a_bare_list_and_resolves_the_budget() -> None:
     assert batch.resolve_budget(1_000) == 1_000
     assert parse_batch({"calls": [], "budget": 0}).resolve_budget(1_000) is None
     assert parse_batch({"calls": [], "budget": 50}).resolve_budget(1_000) == 50
+
+
+async def test_serve_in_process_over_pipes_with_progress_from_a_worker_thread(
+    tmp_path: Path,
+) -> None:
+    """``serve`` over real pipes: a sync tool's progress, reported from its thread, arrives."""
+
+    @tool
+    def crunch(steps: int, context: ProducerContext) -> str:
+        """Count to ``steps``, reporting each step."""
+        for step in range(1, steps + 1):
+            context.progress(f"step {step} of {steps}")
+        return f"crunched {steps}"
+
+    config = SchedulerConfig(batch_budget=None, artifacts_dir=tmp_path)
+    request_read, request_write = os.pipe()
+    answer_read, answer_write = os.pipe()
+    request = {
+        "jsonrpc": "2.0",
+        "id": "in-process",
+        "method": "batch/run",
+        "params": {"calls": [{"id": "c", "name": "crunch", "args": {"steps": 3}}]},
+    }
+    try:
+        async with ToolScheduler(Registry([crunch]), config) as scheduler:
+            backend = _SchedulerBackend(scheduler, default_budget=1_000)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    functools.partial(serve, backend, input_fd=request_read, output_fd=answer_write)
+                )
+                os.write(request_write, json.dumps(request).encode() + b"\n")
+                os.close(request_write)  # end of input: serve answers, then returns
+                request_write = -1
+        os.close(answer_write)
+        answer_write = -1
+        with os.fdopen(answer_read, "rb") as answers:
+            answer_read = -1
+            messages = [json.loads(line) for line in answers.read().split(b"\n") if line]
+    finally:
+        for fd in (request_read, request_write, answer_read, answer_write):
+            if fd >= 0:
+                os.close(fd)
+    progress = [m["params"] for m in messages if m.get("method") == "batch/progress"]
+    assert [p.get("message") for p in progress if "message" in p] == [
+        "step 1 of 3",
+        "step 2 of 3",
+        "step 3 of 3",
+    ]
+    assert progress[0]["status"] == "queued"
+    assert progress[-1]["status"] == "success"
+    [answer] = [m for m in messages if m.get("id") == "in-process"]
+    assert output_of(answer["result"]["responses"][0]) == "crunched 3"

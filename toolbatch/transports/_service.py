@@ -64,10 +64,12 @@ import select
 import signal
 import stat
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
 import anyio
+import anyio.from_thread
 import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -494,6 +496,7 @@ class _Service:
         self._shutdown_id: object = None
         self._shutdown_requested = False
         self._stopping = False
+        self._loop_thread = threading.get_ident()
 
     # -- output
 
@@ -503,7 +506,15 @@ class _Service:
             self._outgoing.send_nowait(line)
 
     def notify(self, method: str, params: dict[str, JsonValue]) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if threading.get_ident() == self._loop_thread:
+            self._send(message)
+            return
+        # A sync tool in a worker thread reported progress: hand it to the event loop.
+        try:
+            anyio.from_thread.run_sync(self._send, message)
+        except RuntimeError:  # not an anyio worker thread: nowhere safe to send it
+            log.debug("service.progress_dropped", method=method)
 
     def _answer(self, request_id: object, result: JsonValue) -> None:
         self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -545,7 +556,11 @@ class _Service:
     async def _read_loop(self, read: Callable[[], Awaitable[bytes]]) -> None:
         splitter = _LineSplitter(MAX_MESSAGE_BYTES)
         while not self._shutdown_requested:
-            chunk = await read()
+            try:
+                chunk = await read()
+            except OSError as exc:  # a broken input is the end of input
+                log.warning("service.input_failed", error=str(exc))
+                chunk = b""
             lines = splitter.feed(chunk) if chunk else splitter.finish()
             for line in lines:
                 self._handle_line(line)
