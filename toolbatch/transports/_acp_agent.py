@@ -107,7 +107,8 @@ __all__ = [
     "AcpOptions",
     "ModelChoice",
     "main",
-    "serve",
+    "parse_options",
+    "serve_acp",
 ]
 
 log = structlog.get_logger("toolbatch.acp")
@@ -701,7 +702,7 @@ def _read_transcript(path: Path) -> tuple[list[RecordedTurn], list[Message]]:
 # -- running ----------------------------------------------------------------------------
 
 
-async def serve(
+async def serve_acp(
     options: AcpOptions,
     *,
     transport: AcpStdioTransport | None = None,
@@ -884,5 +885,5 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"toolbatch acp: {exc}", file=sys.stderr)
         return 2
-    anyio.run(serve, options)
+    anyio.run(serve_acp, options)
     return 0
