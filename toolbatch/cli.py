@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import os
 import shutil
 import signal
 import sys
@@ -95,6 +96,8 @@ EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
+EXIT_BROKEN_PIPE: Final = 141
+"""128 + SIGPIPE, what a shell reports for a command whose reader went away."""
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
 ACP_MODULE: Final = "toolbatch.transports._acp_agent"
@@ -309,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run_demo, budget=args.budget, workdir=args.workdir, out=sys.stdout
             )
             return anyio.run(demo)
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except ConfigError as exc:  # bad flags, batches and configuration files
         _fail(f"toolbatch {args.command}: {exc}")
         return EXIT_USAGE
