@@ -213,6 +213,8 @@ class McpConnection:
                     start_ms=round((anyio.current_time() - started) * 1000),
                 )
                 await generation.lost.wait()
+            if not self._closing:
+                self._log_exit(generation)
         except Exception as exc:
             if generation.settled.is_set():
                 log.warning(
@@ -230,6 +232,21 @@ class McpConnection:
             generation.lost.set()
             generation.settled.set()
             generation.stopped.set()
+
+    def _log_exit(self, generation: _Generation) -> None:
+        transport = generation.transport
+        if transport is None:
+            reason, tail = "the connection was lost", []
+        else:
+            reason = transport.close_reason or transport.exit_status()
+            tail = list(transport.stderr_tail)[-STDERR_LINES_IN_ERRORS:]
+        log.warning(
+            "mcp.server_exited",
+            server=self.name,
+            generation=generation.number,
+            reason=reason,
+            stderr_tail=tail,
+        )
 
     @contextlib.asynccontextmanager
     async def _open(self, generation: _Generation) -> AsyncIterator[ClientSession]:

@@ -208,7 +208,7 @@ class StdioTransport:
         return self.process.returncode
 
     def exit_status(self) -> str:
-        """The server's exit, in words: ``exit code 3``, ``killed by SIGKILL`` or ``running``."""
+        """The exit in words: ``exit code 3``, ``killed by SIGKILL``, ``still running``."""
         return describe_returncode(self.process.returncode)
 
     def _mark_closed(self, reason: str | None = None) -> None:
@@ -231,11 +231,7 @@ class StdioTransport:
                 while True:
                     try:
                         chunk = await stdout.receive(READ_CHUNK_BYTES)
-                    except (
-                        anyio.EndOfStream,
-                        anyio.ClosedResourceError,
-                        anyio.BrokenResourceError,
-                    ):
+                    except _PIPE_ENDED:
                         return
                     start = 0
                     while (end := chunk.find(b"\n", start)) >= 0:
