@@ -365,3 +365,15 @@ async def test_send_guard_bounds_a_tool_message_that_bypassed_the_assembler(
             await loop.prompt(None)
     assert response_text_length(model.sent[0][-1].parts) <= 1_000
     assert any("guard" in str(entry.get("event")) for entry in logs)
+
+
+async def test_scripted_model_never_reuses_an_id_from_the_history() -> None:
+    """A resumed scripted session numbers new calls past the recorded ones."""
+    from toolbatch import TextPart
+
+    recorded = Message(
+        role="model", parts=[], tool_calls=[ToolCall(id="call-1", name="run_shell_command")]
+    )
+    prompt = Message(role="user", parts=[TextPart(text="$ echo again")])
+    reply = await ScriptedModel().respond([recorded, prompt], [])
+    assert [c.id for c in reply.tool_calls] == ["call-2"]

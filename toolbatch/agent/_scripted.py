@@ -44,11 +44,21 @@ class ScriptedModel:
         self._script = list(script) if script is not None else None
         self._shell_tool = shell_tool
         self._ids = itertools.count(1)
+        self._taken: set[str] = set()
+
+    def _new_id(self) -> str:
+        # Never reuse an id already in the history: a resumed session would otherwise
+        # answer the new call as a duplicate of a recorded one.
+        while (candidate := f"call-{next(self._ids)}") in self._taken:
+            pass
+        self._taken.add(candidate)
+        return candidate
 
     async def respond(
         self, history: Sequence[Message], tools: Sequence[ToolDeclaration]
     ) -> ModelReply:
         """Play the next scripted step, or answer the latest prompt."""
+        self._taken.update(call.id for message in history for call in message.tool_calls)
         if self._script is not None:
             return self._next_step()
         if history and history[-1].role == "tool":
@@ -60,7 +70,7 @@ class ScriptedModel:
                 text="Nothing to run: start a line with '$ ' to run it as a shell command."
             )
         calls = [
-            ToolCall(id=f"call-{next(self._ids)}", name=self._shell_tool, args={"command": c})
+            ToolCall(id=self._new_id(), name=self._shell_tool, args={"command": c})
             for c in commands
         ]
         return ModelReply(text=f"Running {len(calls)} command(s).", tool_calls=calls)
@@ -78,7 +88,7 @@ class ScriptedModel:
                 calls.append(item)
             else:
                 data = dict(item)
-                data.setdefault("id", f"call-{next(self._ids)}")
+                data.setdefault("id", self._new_id())
                 calls.append(ToolCall.model_validate(data))
         return ModelReply(tool_calls=calls)
 
