@@ -294,7 +294,15 @@ def test_interrupt_cancels_the_calls_and_still_writes_the_turn(tmp_path: Path) -
     """SIGINT: the running command is stopped, the turn is written, the exit code is 130."""
     marker = f"30.{uuid.uuid4().int % 10**6:06d}"
     started = tmp_path / "started"
-    calls = [shell("long", f"touch {started}; sleep {marker}"), shell("quick", "echo quick")]
+    quick_done = tmp_path / "quick-done"
+    calls = [
+        # The long call starts its sleep only after the quick one has printed and exited.
+        shell(
+            "long",
+            f"while [ ! -e {quick_done} ]; do sleep 0.01; done; touch {started}; sleep {marker}",
+        ),
+        shell("quick", f"echo quick; exec touch {quick_done}"),
+    ]
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps(calls))
     proc = subprocess.Popen(
@@ -309,6 +317,7 @@ def test_interrupt_cancels_the_calls_and_still_writes_the_turn(tmp_path: Path) -
         assert time.monotonic() < deadline, "the command never started"
         assert proc.poll() is None
         time.sleep(0.02)
+    time.sleep(0.5)  # the quick call's process has exited; let its response be collected
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr.decode()

@@ -15,6 +15,9 @@ PACKAGES = [
     "toolbatch.finalize",
     "toolbatch.hooks",
     "toolbatch.transports",
+    "toolbatch.agent",
+    "toolbatch.acp",
+    "toolbatch.testing",
 ]
 
 CONTRACT = {

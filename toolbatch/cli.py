@@ -100,7 +100,7 @@ EXIT_BROKEN_PIPE: Final = 141
 """128 + SIGPIPE, what a shell reports for a command whose reader went away."""
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
-ACP_MODULE: Final = "toolbatch.transports._acp_agent"
+ACP_MODULE: Final = "toolbatch.acp._agent"
 STATUS_LINE_MIN_INTERVAL_S: Final = 0.1
 """The terminal status line is redrawn at most this often (progress can be chatty)."""
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from toolbatch.transports._acp_agent import main, parse_options
+from toolbatch.acp._agent import main, parse_options
 
 
 @pytest.mark.parametrize(

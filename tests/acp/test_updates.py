@@ -7,7 +7,7 @@ from acp import resource_link_block, text_block
 from acp.schema import EmbeddedResourceContentBlock, TextResourceContents
 
 from toolbatch import ToolCall
-from toolbatch.transports._acp_updates import TITLE_CHARS, CallIds, prompt_text, tool_title
+from toolbatch.acp._updates import TITLE_CHARS, CallIds, prompt_text, tool_title
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,19 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import toolbatch
 from toolbatch._wire import ToolCall, ToolCallResponse, Turn, parts_adapter
+from toolbatch.acp._stdio import AcpStdioTransport
+from toolbatch.acp._updates import (
+    CallIds,
+    PromptBlock,
+    SessionUpdate,
+    finished_update,
+    permission_tool_call,
+    progress_update,
+    prompt_text,
+    replay_updates,
+    running_update,
+    start_update,
+)
 from toolbatch.agent import (
     AgentLoop,
     InteractiveRuntime,
@@ -84,19 +97,6 @@ from toolbatch.scheduler import (
     SchedulerConfig,
     ToolScheduler,
     default_registry,
-)
-from toolbatch.transports._acp_stdio import AcpStdioTransport
-from toolbatch.transports._acp_updates import (
-    CallIds,
-    PromptBlock,
-    SessionUpdate,
-    finished_update,
-    permission_tool_call,
-    progress_update,
-    prompt_text,
-    replay_updates,
-    running_update,
-    start_update,
 )
 
 __all__ = [
@@ -269,42 +269,6 @@ def _append_line(path: Path, line: str) -> None:
         file.write(line)
 
 
-@dataclass(frozen=True, slots=True)
-class _DistinctCallIds:
-    """Keeps a model's new call ids apart from the ids already in the history.
-
-    ``ScriptedModel`` numbers its calls from 1 in every process, so in a session resumed
-    with ``session/load`` its ids would repeat recorded ones, and the agent loop would
-    answer them as duplicates instead of running them. A repeated id gets ``<id>~<n>``
-    (calls that repeat each other within the reply still do).
-    """
-
-    inner: Model
-
-    async def respond(
-        self, history: Sequence[Message], tools: Sequence[ToolDeclaration]
-    ) -> ModelReply:
-        reply = await self.inner.respond(history, tools)
-        taken = {call.id for message in history for call in message.tool_calls}
-        if taken.isdisjoint(call.id for call in reply.tool_calls):
-            return reply
-        unavailable = taken | {call.id for call in reply.tool_calls}
-        renamed: dict[str, str] = {}
-        for call in reply.tool_calls:
-            if call.id in taken and call.id not in renamed:
-                suffix = 2
-                while f"{call.id}~{suffix}" in unavailable:
-                    suffix += 1
-                renamed[call.id] = f"{call.id}~{suffix}"
-                unavailable.add(renamed[call.id])
-        calls = [
-            call.model_copy(update={"id": renamed[call.id]}) if call.id in renamed else call
-            for call in reply.tool_calls
-        ]
-        invalid = {renamed.get(key, key): reason for key, reason in reply.invalid_calls.items()}
-        return replace(reply, tool_calls=calls, invalid_calls=invalid)
-
-
 _PERMISSION_OPTIONS: Final = (
     (ALLOW_ONCE, "Allow", "allow_once"),
     (ALLOW_ALWAYS, "Always allow {tool} in this session", "allow_always"),
@@ -417,7 +381,7 @@ class _AcpRuntime:
 
 
 def _scripted_model() -> Model:
-    return _DistinctCallIds(ScriptedModel())
+    return ScriptedModel()
 
 
 def _shell_registry(cwd: Path) -> Registry:

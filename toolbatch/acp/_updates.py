@@ -36,7 +36,7 @@ from acp.schema import (
 from toolbatch._wire import ToolCall, ToolCallResponse
 from toolbatch.agent import text_of
 from toolbatch.recorder import RecordedTurn
-from toolbatch.transports._headless import tool_result_content
+from toolbatch.transports import tool_result_content
 
 __all__ = [
     "TITLE_CHARS",

@@ -20,8 +20,7 @@ from typing import Any, Final
 
 import structlog
 
-from toolbatch.transports._acp_projection import project_acp_update
-from toolbatch.transports._headless import dumps_json_line
+from toolbatch.transports import dumps_json_line, project_acp_update
 
 __all__ = ["MAX_INCOMING_LINE_BYTES", "SESSION_UPDATE", "AcpStdioTransport", "project_message"]
 
