@@ -1,0 +1,351 @@
+"""The chaos campaign's checkers: each returns the problems it finds, one string per problem.
+
+They take plain data (responses, parts, paths, bytes, environments) so each can be shown a
+deliberately broken input in ``tests/test_chaos.py``: a checker that cannot fail is a
+defect. The /proc readers (``marked_processes``, ``open_fds``) read the live system.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+
+from bench._chaos_plan import CallSpec
+from toolbatch import FunctionResponsePart, Part, ToolCallResponse, parts_adapter
+from toolbatch.finalize import response_text_length
+
+__all__ = [
+    "FIELD_NEEDLES",
+    "budget_problems",
+    "dump_parts",
+    "duplicate_artifact_problems",
+    "env_problems",
+    "fd_problems",
+    "field_leaks",
+    "hook_input_chars",
+    "injection_problems",
+    "marked_processes",
+    "mode_problems",
+    "open_fds",
+    "order_problems",
+    "outside_problems",
+    "recorded_problems",
+    "safe_json",
+    "status_problems",
+    "temp_files",
+]
+
+FIELD_NEEDLES: Final = ("persisted_output_files", "persistedOutputFiles")
+"""The internal field, under either spelling: it must never be serialized."""
+TEMP_PREFIX: Final = ".tmp-"
+"""The artifact store's temp files start with this (they must never outlive a write)."""
+
+
+def safe_json(value: Any) -> str:
+    """``value`` as ASCII JSON, whatever strings it holds (lone surrogates included)."""
+    return json.dumps(value, ensure_ascii=True, default=repr)
+
+
+def dump_parts(parts: Sequence[Part]) -> str:
+    """Parts exactly as they go on the wire, as one JSON string (for comparisons)."""
+    return safe_json(parts_adapter.dump_python(list(parts), mode="json", by_alias=True))
+
+
+def model_json(model: Any) -> str:
+    """A pydantic model through its own JSON serializer, or ASCII JSON when it refuses."""
+    try:
+        text: str = model.model_dump_json()
+    except PydanticSerializationError:
+        text = safe_json(model.model_dump(mode="json"))
+    return text
+
+
+# -- responses ------------------------------------------------------------------------
+
+
+def order_problems(
+    expected: Sequence[CallSpec],
+    responses: Sequence[ToolCallResponse],
+    parts: Sequence[Part],
+) -> list[str]:
+    """A missing, extra or out-of-order response, or parts that are not the responses'."""
+    problems: list[str] = []
+    if len(responses) != len(expected):
+        problems.append(f"{len(responses)} responses for {len(expected)} calls")
+    for position, (spec, response) in enumerate(zip(expected, responses, strict=False)):
+        if response.call_id != spec.id or response.name != spec.name:
+            problems.append(
+                f"position {position}: expected {spec.id[:60]!r}/{spec.name[:60]!r}, got "
+                f"{response.call_id[:60]!r}/{response.name[:60]!r}"
+            )
+            continue
+        first = response.parts[0] if response.parts else None
+        if not isinstance(first, FunctionResponsePart):
+            problems.append(f"position {position}: no functionResponse part first")
+        elif first.function_response.id != spec.id or first.function_response.name != spec.name:
+            problems.append(f"position {position}: its functionResponse answers another call")
+    flattened = [part for response in responses for part in response.parts]
+    if dump_parts(flattened) != dump_parts(parts):
+        problems.append("the turn's parts are not its responses' parts in order")
+    return problems
+
+
+def status_problems(
+    expected: Sequence[CallSpec], responses: Sequence[ToolCallResponse], *, stopped: bool
+) -> list[str]:
+    """A duplicate, unknown or malformed call not answered as such; a stop not applied."""
+    problems: list[str] = []
+    for position, (spec, response) in enumerate(zip(expected, responses, strict=False)):
+        if stopped and position == len(expected) - 1:
+            if response.error_type != "hook_stopped":
+                problems.append(
+                    f"last response should carry the hook's stop, has {response.error_type!r}"
+                )
+            continue
+        wrong = None
+        if spec.expect == "duplicate" and response.status != "duplicate":
+            wrong = f"duplicate call answered with status {response.status!r}"
+        elif spec.expect == "unknown" and response.error_type != "unknown_tool":
+            wrong = f"unknown tool answered with error_type {response.error_type!r}"
+        elif spec.expect == "invalid" and response.error_type != "invalid_call":
+            wrong = f"malformed call answered with error_type {response.error_type!r}"
+        elif spec.expect == "run" and (
+            response.status == "duplicate"
+            or response.error_type in ("unknown_tool", "invalid_call")
+        ):
+            wrong = f"call was not run: {response.status!r}/{response.error_type!r}"
+        if wrong is not None:
+            problems.append(f"position {position} ({spec.kind}): {wrong}")
+    return problems
+
+
+def budget_problems(parts: Sequence[Part], budget: int | None) -> list[str]:
+    """Model-facing tool text over a finite budget."""
+    if budget is None or budget <= 0:
+        return []
+    used = response_text_length(parts)
+    return [f"{used:,} characters for a budget of {budget:,}"] if used > budget else []
+
+
+def hook_input_chars(payload: Mapping[str, Any]) -> int:
+    """The model-facing text a hook was shown (its input's parts, measured like a turn)."""
+    total = 0
+    for call in payload.get("tool_calls", []):
+        parts = call.get("tool_response", {}).get("parts", [])
+        try:
+            total += response_text_length(parts_adapter.validate_python(parts))
+        except ValidationError:
+            total += len(safe_json(parts))
+    return total
+
+
+def field_leaks(texts: Iterable[str]) -> int:
+    """How many of ``texts`` name the internal persistence field."""
+    return sum(1 for text in texts if any(needle in text for needle in FIELD_NEEDLES))
+
+
+def recorded_problems(sent: Sequence[Part], recorded: Sequence[Any]) -> list[str]:
+    """The transcript's tool turn differs from the parts that were sent."""
+    turns = [entry for entry in recorded if entry.type == "tool_turn"]
+    if len(turns) != 1:
+        return [f"{len(turns)} tool turns recorded for one batch"]
+    if dump_parts(turns[0].parts) != dump_parts(sent):
+        return ["recorded parts differ from the parts sent"]
+    return []
+
+
+def injection_problems(
+    responses: Sequence[ToolCallResponse], texts: Iterable[str], injected: str
+) -> list[str]:
+    """A hook's ``persisted_output_files`` survived: on a response, or as a listed path."""
+    problems = [
+        f"response {response.call_id[:60]!r} carries the hook's path"
+        for response in responses
+        if any(os.fspath(path) == injected for path in response.persisted_output_files or ())
+    ]
+    problems.extend(
+        "the hook's path appears in the serialized output" for text in texts if injected in text
+    )
+    return problems
+
+
+# -- artifacts --------------------------------------------------------------------------
+
+
+def duplicate_artifact_problems(
+    written: Sequence[Path],
+    owners: Mapping[Path, tuple[str, str]],
+    contents: Mapping[Path, bytes],
+    directories: Sequence[Path],
+) -> list[str]:
+    """Output written twice.
+
+    Four ways: a path written twice; one artifact name in two directories; the same bytes
+    twice under one call's key; an artifact that holds another artifact's path (a preview
+    of output already persisted, persisted again).
+    """
+    problems: list[str] = []
+    seen: set[Path] = set()
+    for path in written:
+        if path in seen:
+            problems.append(f"{path.name[:80]} written twice")
+        seen.add(path)
+    names: dict[str, list[Path]] = defaultdict(list)
+    for directory in directories:
+        if directory.is_dir():
+            for entry in directory.iterdir():
+                if entry.is_file() and not entry.is_symlink():
+                    names[entry.name].append(directory)
+    problems.extend(
+        f"{name[:80]} exists in {len(where)} directories"
+        for name, where in names.items()
+        if len(where) > 1
+    )
+    by_key: dict[tuple[str, str, str], set[Path]] = defaultdict(set)
+    for path in seen:
+        data = contents.get(path)
+        if data is None:
+            continue
+        call_id, tool = owners.get(path, ("?", "?"))
+        by_key[(call_id, tool, hashlib.sha256(data).hexdigest())].add(path)
+    problems.extend(
+        f"{len(paths)} files with the same content for call {key[0][:60]!r}"
+        for key, paths in by_key.items()
+        if len(paths) > 1
+    )
+    for path in seen:
+        data = contents.get(path)
+        if data is None:
+            continue
+        for other in seen:
+            if other != path and os.fsencode(other) in data:
+                problems.append(f"{path.name[:80]} holds the path of {other.name[:80]}")
+    return problems
+
+
+def outside_problems(
+    files: Iterable[Path], allowed: Sequence[Path], *, expected_links: Iterable[Path] = ()
+) -> list[str]:
+    """Files outside the allowed directories, and symlinks nobody planted."""
+    planted = set(expected_links)
+    problems: list[str] = []
+    for path in files:
+        if not any(path.parent == directory for directory in allowed):
+            problems.append(f"file outside the artifact directories: {str(path)[:200]!r}")
+        elif path.is_symlink() and path not in planted:
+            problems.append(f"unexpected symlink {path.name[:80]}")
+    return problems
+
+
+def mode_problems(files: Iterable[Path], directories: Iterable[Path]) -> list[str]:
+    """Artifact files that are not 0600, directories others may enter."""
+    problems: list[str] = []
+    for path in files:
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) != 0o600:
+            problems.append(f"{path.name[:80]} has mode {stat.S_IMODE(info.st_mode):o}")
+    for directory in directories:
+        if directory.is_dir() and stat.S_IMODE(directory.stat().st_mode) & 0o077:
+            problems.append(f"directory {directory} has mode {directory.stat().st_mode:o}")
+    return problems
+
+
+def temp_files(directories: Iterable[Path]) -> list[Path]:
+    """The store's temp files left in ``directories``."""
+    return [
+        entry
+        for directory in directories
+        if directory.is_dir()
+        for entry in directory.iterdir()
+        if entry.name.startswith(TEMP_PREFIX)
+    ]
+
+
+# -- environments -----------------------------------------------------------------------
+
+
+def env_problems(
+    env: Mapping[str, str],
+    *,
+    allowed: Iterable[str],
+    configured: Mapping[str, str],
+    canary: str,
+    who: str,
+) -> list[str]:
+    """The canary secret, or any variable not documented or configured, in ``env``."""
+    problems: list[str] = []
+    permitted = set(allowed) | set(configured)
+    for name, value in env.items():
+        if canary in name or canary in value:
+            problems.append(f"{who} sees the canary secret in {name}")
+        elif name not in permitted:
+            problems.append(f"{who} sees undocumented variable {name}")
+    for name, value in configured.items():
+        if env.get(name) != value:
+            problems.append(f"{who} lacks its configured variable {name}")
+    return problems
+
+
+# -- processes and file descriptors -------------------------------------------------------
+
+
+def marked_processes(
+    marker: str, *, exclude_pgids: Iterable[int] = (), exclude_pids: Iterable[int] = ()
+) -> dict[int, str]:
+    """Live processes whose environment holds ``marker`` (``NAME=value``), by pid.
+
+    Zombies are left out (they hold a pid and nothing else, and their environment is
+    gone), as are the excluded pids and process groups. The value is the command line.
+    """
+    needle = marker.encode()
+    skip_pids = {os.getpid(), *exclude_pids}
+    skip_groups = set(exclude_pgids)
+    found: dict[int, str] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in skip_pids:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                environ = file.read()
+            if needle not in environ.split(b"\0"):
+                continue
+            with open(f"/proc/{name}/stat", "rb") as file:
+                fields = file.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{name}/cmdline", "rb") as file:
+                cmdline = file.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            continue  # gone while we looked
+        state, pgid = fields[0], int(fields[2])
+        if state in (b"Z", b"X") or pgid in skip_groups:
+            continue
+        found[int(name)] = cmdline[:120]
+    return found
+
+
+def open_fds() -> dict[int, str]:
+    """This process's open file descriptors and what they point to."""
+    fds: dict[int, str] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            fds[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # the fd of the listing itself, closed by now
+    return fds
+
+
+def fd_problems(baseline: Mapping[int, str], now: Mapping[int, str]) -> list[str]:
+    """File descriptors open now that were not at the baseline."""
+    grown = len(now) - len(baseline)
+    if grown <= 0:
+        return []
+    new = [f"{fd}->{target}" for fd, target in sorted(now.items()) if baseline.get(fd) != target]
+    return [f"{grown} more file descriptors than after warm-up: {', '.join(new[:10])}"]

@@ -1,0 +1,90 @@
+"""``make chaos``: a seeded, bounded fault campaign against the real scheduler.
+
+``python -m bench.chaos [--seed N] [--batches N] [--keep] [--verbose]`` runs N batches
+(default 500) of real shell commands, MCP calls to the test server, custom tools, hooks
+and artifact-store faults, checks every invariant after each batch, prints a table, and
+exits 1 if any violation counter is above zero (2 if the campaign could not run).
+
+Reproducibility: the same seed gives the same batches and faults (the table's plan digest
+shows it). Outcomes that depend on timing can differ between runs: which calls an abort
+or a caller's cancellation catches, whether a slow call beats its timeout on a loaded
+machine, and so which artifacts get written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import anyio
+
+from bench._chaos_run import VIOLATIONS, CampaignOptions, CampaignReport, run_campaign
+
+WIDTH = 78
+
+
+def _line(label: str, value: object) -> str:
+    shown = f"{value:,}" if isinstance(value, int) else str(value)
+    return f"  {label:<{WIDTH - 12}}{shown:>10}"
+
+
+def format_report(report: CampaignReport) -> str:
+    """The campaign's table: violations, totals, faults injected, and what went wrong."""
+    options = report.options
+    lines = [
+        f"toolbatch chaos campaign: seed {options.seed}, {report.totals['batches']:,} batches, "
+        f"{report.seconds:.1f} s (plan digest {report.plan_digest})",
+        "",
+        "violations (each must be 0)",
+    ]
+    lines += [_line(text, report.violations[key]) for key, text in VIOLATIONS.items()]
+    lines += ["", "totals"]
+    lines += [_line(name, value) for name, value in sorted(report.totals.items())]
+    lines += ["", "faults and behaviours injected, by kind"]
+    lines += [_line(kind, count) for kind, count in sorted(report.faults.items()) if count]
+    if report.skipped:
+        lines += ["", "fault kinds not injected on this machine"]
+        lines += [f"  {kind}: {why}" for kind, why in sorted(report.skipped.items())]
+    if report.warnings:
+        lines += ["", "toolbatch warnings logged, by event"]
+        lines += [_line(event, count) for event, count in report.warnings.most_common()]
+    failing = [key for key in VIOLATIONS if report.violations[key]]
+    if failing:
+        lines += ["", "details (the first few of each)"]
+        for key in failing:
+            lines.append(f"  {VIOLATIONS[key]}:")
+            lines += [f"    {detail[:300]}" for detail in report.details[key]]
+    verdict = f"FAIL: {len(failing)} counter(s) above zero" if failing else "PASS"
+    lines += ["", f"result: {verdict}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    parser.add_argument("--seed", type=int, default=1, help="the campaign's seed (default 1)")
+    parser.add_argument("--batches", type=int, default=500, help="batches to run (default 500)")
+    parser.add_argument("--work-dir", type=Path, help="where to work (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep artifacts and transcripts")
+    parser.add_argument("--verbose", action="store_true", help="one line per batch, warnings")
+    args = parser.parse_args(argv)
+    if args.batches < 1:
+        parser.error(f"--batches must be at least 1, got {args.batches}")
+    options = CampaignOptions(
+        seed=args.seed,
+        batches=args.batches,
+        work_dir=args.work_dir,
+        keep=args.keep,
+        verbose=args.verbose,
+    )
+    try:
+        report = anyio.run(run_campaign, options)
+    except Exception as exc:  # the campaign could not run: say why, distinctly from a FAIL
+        print(f"chaos campaign could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    print(format_report(report))
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
