@@ -40,6 +40,7 @@ stderr is a terminal a status line shows the calls in progress.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import importlib
 import os
@@ -69,13 +70,12 @@ from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
 from toolbatch.logs import configure_logging
 from toolbatch.producers._base import ToolDeclaration
-from toolbatch.recorder import JsonlRecorder, ResponseKind
+from toolbatch.recorder import JsonlRecorder
 from toolbatch.scheduler import (
     DEFAULT_CALL_TIMEOUT_CEILING_S,
     DEFAULT_CONCURRENCY,
     SchedulerConfig,
     ToolScheduler,
-    TurnAssembler,
     default_registry,
 )
 from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
@@ -348,16 +348,6 @@ def _run_acp(rest: list[str]) -> int:
 # -- the runtime behind run and serve ----------------------------------------------------
 
 
-def _kind_of(response: ToolCallResponse) -> ResponseKind:
-    if response.status == "cancelled":
-        return "cancelled"
-    if response.status == "duplicate":
-        return "duplicate"
-    if response.error_type in ("unknown_tool", "invalid_call"):
-        return "synthetic"
-    return "executed"
-
-
 class _Fanout:
     """Sends each observer event to several observers."""
 
@@ -444,23 +434,17 @@ class _TerminalStatus:
 
 
 class _SchedulerBackend:
-    """Runs batches through a ``ToolScheduler``, finalizing each once at its own budget.
-
-    The scheduler is configured without a budget; every batch's turn is completed by one
-    ``TurnAssembler`` with the batch's budget (order, finalize, guard, record).
-    """
+    """Runs the service's batches through a ``ToolScheduler``, each at its own budget."""
 
     def __init__(
         self,
         scheduler: ToolScheduler,
         *,
         default_budget: int | None,
-        recorder: JsonlRecorder | None = None,
         status: _TerminalStatus | None = None,
     ) -> None:
         self._scheduler = scheduler
         self._default_budget = default_budget
-        self._recorder = recorder
         self._status = status
 
     @property
@@ -480,18 +464,7 @@ class _SchedulerBackend:
         observer: CallObserver,
     ) -> Turn:
         watched = observer if self._status is None else _Fanout(observer, self._status)
-        executed = await self._scheduler.run_batch(
-            calls, abort=abort, observer=watched, record=False
-        )
-        assembler = TurnAssembler(
-            budget=budget,
-            store=self._scheduler.store,
-            recorder=self._recorder,
-            lifecycle_reminders=self._scheduler.config.lifecycle_reminders,
-        )
-        for ordinal, response in enumerate(executed.responses):
-            assembler.add(response, ordinal=ordinal, kind=_kind_of(response))
-        return await assembler.complete()
+        return await self._scheduler.run_batch(calls, abort=abort, observer=watched, budget=budget)
 
 
 def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
@@ -598,7 +571,8 @@ async def _run_batch(
     sidecar: TextIO | None,
 ) -> int:
     calls = batch.tool_calls()
-    recorder = JsonlRecorder(args.record) if args.record is not None else None
+    if args.record is not None:
+        config = dataclasses.replace(config, recorder=JsonlRecorder(args.record))
     abort = anyio.Event()
     interrupted: list[int] = []
 
@@ -611,10 +585,7 @@ async def _run_batch(
 
     async with ToolScheduler(default_registry(), config) as scheduler:
         backend = _SchedulerBackend(
-            scheduler,
-            default_budget=budget,
-            recorder=recorder,
-            status=_status_for(sys.stderr),
+            scheduler, default_budget=budget, status=_status_for(sys.stderr)
         )
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:

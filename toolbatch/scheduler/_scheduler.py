@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Protocol, Self
+from typing import Any, Final, Literal, Protocol, Self
 
 import anyio
 import structlog
@@ -286,6 +286,7 @@ class ToolScheduler:
         observer: BatchObserver | None = None,
         approve: ApprovalCallback | None = None,
         record: bool = True,
+        budget: int | Literal["config"] | None = "config",
     ) -> Turn:
         """Run one model turn's calls and return the finalized, recorded turn.
 
@@ -298,12 +299,20 @@ class ToolScheduler:
                 error response the model sees.
             record: ``False`` skips the configured recorder, for a runtime that records
                 the whole turn at its own outer boundary.
+            budget: this batch's budget instead of the configured ``batch_budget``
+                (``None`` disables it), e.g. for a service whose requests carry their own.
         """
         if self._stack is None:
             raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
+        if budget == "config":
+            budget = self.config.batch_budget
+        elif budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            raise ConfigError(
+                f"budget must be an int of characters, None to disable, or 'config', got {budget!r}"
+            )
         plans = self._plan(calls)
         await self._execute(plans, abort, observer, approve)
-        return await self._complete(plans, record=record)
+        return await self._complete(plans, record=record, budget=budget)
 
     def _plan(self, calls: Sequence[ToolCall | Mapping[str, Any]]) -> list[_Plan]:
         if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
@@ -470,9 +479,9 @@ class ToolScheduler:
         )
         return ToolCallResponse.from_result(call, result)
 
-    async def _complete(self, plans: list[_Plan], *, record: bool) -> Turn:
+    async def _complete(self, plans: list[_Plan], *, record: bool, budget: int | None) -> Turn:
         assembler = TurnAssembler(
-            budget=self.config.batch_budget,
+            budget=budget,
             store=self._store,
             recorder=self.config.recorder if record else None,
             lifecycle_reminders=self.config.lifecycle_reminders,
