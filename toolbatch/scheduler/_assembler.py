@@ -55,6 +55,8 @@ class TurnAssembler:
         store: where cut responses are persisted (``None``: nowhere).
         recorder: where the finalized turn is recorded before it is returned.
         lifecycle_reminders: the protected lifecycle reminder texts per tool name.
+        outermost: whether this is the last boundary of the turn (it then logs the turn's
+            one summary line at info; an inner boundary logs at debug).
     """
 
     def __init__(
@@ -64,8 +66,10 @@ class TurnAssembler:
         store: ArtifactStore | None = None,
         recorder: Recorder | None = None,
         lifecycle_reminders: Mapping[str, Sequence[str]] = DEFAULT_LIFECYCLE_REMINDERS,
+        outermost: bool = True,
     ) -> None:
         self.budget = budget
+        self.outermost = outermost
         self.store = store
         self.recorder = recorder
         self.lifecycle_reminders = lifecycle_reminders
@@ -135,7 +139,7 @@ class TurnAssembler:
         turn = Turn.model_construct(responses=responses, parts=parts)
         if self.recorder is not None:
             await self.recorder.record_turn(turn, kinds=kinds)
-        log.info(
+        (log.info if self.outermost else log.debug)(
             "turn.completed",
             responses=len(responses),
             chars=sum(r.content_length for r in responses),

@@ -484,6 +484,7 @@ class ToolScheduler:
             budget=budget,
             store=self._store,
             recorder=self.config.recorder if record else None,
+            outermost=record,
             lifecycle_reminders=self.config.lifecycle_reminders,
         )
         calls: list[ToolCall | None] = []
