@@ -153,25 +153,29 @@ async def finalize_tool_responses(
 def _persistence_ids(responses: Sequence[ToolCallResponse], owners: list[int]) -> dict[int, str]:
     """An id per persisted response, distinct even when call ids repeat in the batch.
 
-    A call id used once is kept. Repeated ids become ``<id>-1``, ``<id>-2``, ... in batch
-    order, skipping any call id of the batch, so two responses never share a file even when
-    their content is identical.
+    A call id used once is kept. The k-th response with a repeated id gets ``<id>-k``
+    (counting every response of the batch, persisted or not, so a response keeps its id
+    over repeated passes), skipping any id another response of the batch has. Two
+    responses therefore never share a file, even when their content is identical.
     """
     counts = Counter(response.call_id for response in responses)
     taken = set(counts)
     next_suffix: dict[str, int] = {}
     ids: dict[int, str] = {}
-    for owner in sorted(owners):
-        call_id = responses[owner].call_id
+    wanted = set(owners)
+    for owner, response in enumerate(responses):
+        call_id = response.call_id
         if counts[call_id] == 1:
-            ids[owner] = call_id
+            if owner in wanted:
+                ids[owner] = call_id
             continue
         suffix = next_suffix.get(call_id, 1)
         while (candidate := f"{call_id}-{suffix}") in taken:
             suffix += 1
         taken.add(candidate)
         next_suffix[call_id] = suffix + 1
-        ids[owner] = candidate
+        if owner in wanted:
+            ids[owner] = candidate
     return ids
 
 

@@ -69,7 +69,9 @@ def _is_low(char: str) -> bool:
 
 def _prefix(text: str, size: int) -> str:
     size = min(size, len(text))
-    if 0 < size < len(text) and _is_high(text[size - 1]) and _is_low(text[size]):
+    if size <= 0:
+        return ""
+    if size < len(text) and _is_high(text[size - 1]) and _is_low(text[size]):
         size -= 1
     return text[:size]
 
@@ -90,8 +92,10 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
     The preview is ``Tool output truncated.``, one ``Full output: <path>`` line per path
     that fits whole (in order), a blank line, a head of about 20% of the remaining room, an
     omission marker line and a tail of about 80%. Small limits degrade to a head-only
-    preview, then the bare header, then a cut header, then ``""``. Ends taken from an
-    excerpt never reach past what it holds, so the preview may come out shorter.
+    preview, then the bare header, then a cut header, then ``""``. A preview is the limit
+    long, or a code point or two shorter (a cut moved off a surrogate pair, or an omitted
+    count with fewer digits than the source length it was sized for). Ends taken from an
+    excerpt never reach past what it holds, so a preview cut from one may be shorter still.
 
     ``source`` must not fit ``limit`` (use :func:`fit_text` for text that might).
     """
@@ -106,15 +110,20 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
         if len(header) + len(line) <= limit:
             header += line
     room = limit - len(header) - len(PREVIEW_SEPARATOR)
+    if room <= 0:
+        return header, Excerpt("", "", length)
     marker_room = len(omission_marker(length))
-    if room <= marker_room:
+    head_size, tail = 0, ""
+    if room > marker_room:
+        content = room - marker_room
+        head_size = content // HEAD_DIVISOR
+        tail = _suffix(source.tail, content - head_size)
+    if not tail:
+        # No room for a marker and a tail (or an excerpt without one): the head alone.
         head = _prefix(source.head, room)
         kept = Excerpt(head, "", length)
         return (header + PREVIEW_SEPARATOR + head if head else header), kept
-    content = room - marker_room
-    head_size = content // HEAD_DIVISOR
     head = _prefix(source.head, head_size)
-    tail = _suffix(source.tail, content - head_size)
     omitted = length - len(head) - len(tail)
     preview = header + PREVIEW_SEPARATOR + head + omission_marker(omitted) + tail
     return preview, Excerpt(head, tail, length)

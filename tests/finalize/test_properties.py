@@ -1,0 +1,195 @@
+"""Invariants of the finalizer and the send guard over random batches (hypothesis)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import anyio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.finalize._support import RecordingStore, budgeted_length, split_slots
+from tests.strategies import response_batches
+from toolbatch import (
+    FileDataPart,
+    FunctionResponsePart,
+    InlineDataPart,
+    Part,
+    TextPart,
+    ToolCallResponse,
+)
+from toolbatch.finalize import (
+    TRUNCATION_HEADER,
+    enforce_send_budget,
+    finalize_tool_responses,
+    response_text_length,
+)
+
+# Batches of up to 50 responses with texts of many thousand code points are slow to
+# build, not slow to finalize; the checks below are what these examples are for.
+PROPERTY_SETTINGS = settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+STORE_SETTINGS = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def finalize(
+    batch: list[ToolCallResponse], budget: int, store: RecordingStore | None = None
+) -> list[ToolCallResponse]:
+    async def run() -> list[ToolCallResponse]:
+        return await finalize_tool_responses(batch, budget=budget, store=store)
+
+    return anyio.run(run)
+
+
+def non_slot_shape(part: Part) -> object:
+    """Everything about a part that finalization must leave alone."""
+    if isinstance(part, FunctionResponsePart):
+        body = part.function_response.response
+        return (
+            "functionResponse",
+            part.function_response.id,
+            part.function_response.name,
+            sorted(body),
+            {
+                k: v
+                for k, v in body.items()
+                if k not in ("output", "error") or not isinstance(v, str)
+            },
+        )
+    if isinstance(part, TextPart):
+        return ("text",)
+    return ("media", part)
+
+
+def assert_bounded_and_preserved(
+    batch: list[ToolCallResponse], finalized: list[ToolCallResponse], budget: int
+) -> None:
+    assert len(finalized) == len(batch)
+    assert budgeted_length(finalized) <= budget
+    for before, after in zip(batch, finalized, strict=True):
+        assert (after.call_id, after.name, after.status) == (
+            before.call_id,
+            before.name,
+            before.status,
+        )
+        assert len(after.parts) == len(before.parts)
+        for old, new in zip(before.parts, after.parts, strict=True):
+            assert type(new) is type(old)
+            assert non_slot_shape(new) == non_slot_shape(old)
+            if isinstance(old, InlineDataPart | FileDataPart):
+                assert new is old
+        assert after.content_length == response_text_length(after.parts)
+        # Protected reminders come through unchanged.
+        old_prefixes = [prefix for prefix, _ in split_slots(before.parts)]
+        assert [prefix for prefix, _ in split_slots(after.parts)] == old_prefixes
+        if before.persisted_output_files is not None:
+            assert after.persisted_output_files == before.persisted_output_files
+
+
+def assert_no_nested_headers(finalized: list[ToolCallResponse]) -> None:
+    for item in finalized:
+        for _, text in split_slots(item.parts):
+            # Strategy text never contains the header, so any second one would be nesting.
+            assert text.count(TRUNCATION_HEADER) <= 1
+            assert TRUNCATION_HEADER not in text[1:]
+
+
+@PROPERTY_SETTINGS
+@given(response_batches(), st.data())
+def test_finalized_batches_fit_preserve_shape_and_are_idempotent(
+    batch: list[ToolCallResponse], data: st.DataObject
+) -> None:
+    """Fits the budget, keeps order/parts/media, fair to small slots, deterministic, stable."""
+    total = budgeted_length(batch)
+    budget = data.draw(st.integers(1, total + 20), label="budget")
+    assert finalize(batch, 0) is batch  # 0 disables the budget
+    finalized = finalize(batch, budget)
+
+    if total <= budget:
+        assert finalized is batch
+    assert_bounded_and_preserved(batch, finalized, budget)
+    assert_no_nested_headers(finalized)
+
+    # Slots no longer than the fair share of the whole budget keep their whole text.
+    before_slots = [s for item in batch for s in split_slots(item.parts)]
+    after_slots = [s for item in finalized for s in split_slots(item.parts)]
+    floor_share = budget // max(1, len(before_slots))
+    for old, new in zip(before_slots, after_slots, strict=True):
+        if len(old[1]) <= floor_share:
+            assert new == old
+
+    # Deterministic: the same input gives the same output.
+    assert finalize(batch, budget) == finalized
+
+    # Idempotent: the same or a larger budget changes nothing at all.
+    assert finalize(finalized, budget) is finalized
+    assert finalize(finalized, budget + data.draw(st.integers(1, 10_000))) is finalized
+
+    # A finalized batch passes the send guard untouched.
+    parts = [part for item in finalized for part in item.parts]
+    assert enforce_send_budget(parts, budget) is parts
+
+    # A smaller budget shrinks previews without nesting and keeps decisions.
+    smaller = data.draw(st.integers(1, budget), label="smaller")
+    shrunk = finalize(finalized, smaller)
+    assert_bounded_and_preserved(finalized, shrunk, smaller)
+    assert_no_nested_headers(shrunk)
+
+
+@PROPERTY_SETTINGS
+@given(response_batches(max_size=20), st.data())
+def test_the_send_guard_bounds_only_function_responses(
+    batch: list[ToolCallResponse], data: st.DataObject
+) -> None:
+    """Tool text fits; top-level text and media are the same objects; pure and stable."""
+    parts = [part for item in batch for part in item.parts]
+    tool_total = sum(len(text) for _, text in split_slots(parts, top_level_text=False))
+    budget = data.draw(st.integers(1, tool_total + 20), label="budget")
+    guarded = enforce_send_budget(parts, budget)
+    if tool_total <= budget:
+        assert guarded is parts
+    assert sum(len(text) for _, text in split_slots(guarded, top_level_text=False)) <= budget
+    assert len(guarded) == len(parts)
+    for old, new in zip(parts, guarded, strict=True):
+        if not isinstance(old, FunctionResponsePart):
+            assert new is old
+        else:
+            assert non_slot_shape(new) == non_slot_shape(old)
+    assert enforce_send_budget(parts, budget) == guarded
+    assert enforce_send_budget(guarded, budget) is guarded
+
+
+@STORE_SETTINGS
+@given(response_batches(max_size=12), st.data())
+def test_each_response_is_persisted_at_most_once_over_repeated_passes(
+    batch: list[ToolCallResponse], data: st.DataObject
+) -> None:
+    """Shrinking pass after pass writes each undecided response once, with its budgeted text."""
+    total = budgeted_length(batch)
+    budget = data.draw(st.integers(1, total + 20), label="budget")
+    with tempfile.TemporaryDirectory() as directory:
+        store = RecordingStore(Path(directory))
+        current = batch
+        for step in (budget, max(1, budget // 2), max(1, budget // 5), 1):
+            current = finalize(current, step, store)
+            assert budgeted_length(current) <= step
+            assert_no_nested_headers(current)
+        ids = [call_id for call_id, _, _ in store.calls]
+        assert len(ids) == len(set(ids))
+        assert len(ids) <= sum(1 for item in batch if item.persisted_output_files is None)
+        for item, original in zip(current, batch, strict=True):
+            if original.persisted_output_files is not None:
+                assert item.persisted_output_files == original.persisted_output_files
+            for path in item.persisted_output_files or ():
+                assert path.exists() or path.is_relative_to("/artifacts")
+        # Every write holds one response's budgeted text, joined by blank lines.
+        expected = {
+            "\n\n".join(text for _, text in split_slots(item.parts))
+            for item in batch
+            if item.persisted_output_files is None
+        }
+        assert {text for _, _, text in store.calls} <= expected
