@@ -369,7 +369,8 @@ class McpConnection:
                 log.info("mcp.server_restarting", server=self.name, generation=self._count + 1)
                 self.restarts += 1
                 generation = self._start_generation()
-            await generation.settled.wait()
+            if not generation.settled.is_set():  # waiting on a set event still yields
+                await generation.settled.wait()
             if generation.failure is not None:
                 return CallFailure(str(generation.failure), "mcp_server_unavailable")
             if generation.session is not None and not generation.lost.is_set():

@@ -15,6 +15,7 @@ server: stdin is closed, then the whole process group is terminated.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
@@ -59,6 +60,9 @@ DEFAULT_MCP_TIMEOUT_S: Final = 60.0
 MAX_TOOL_NAME_CHARS: Final = 64
 """Model APIs reject longer function names; longer ones are shortened with a digest."""
 _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
+_UNWATCHED_PROGRESS: Final = next(
+    field.default for field in dataclasses.fields(ProducerContext) if field.name == "progress"
+)
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -124,11 +128,13 @@ class McpToolProducer:
         timeout_s = self._connection.timeout_s
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
+        # Nobody listens to the default callback: skip the SDK's progress plumbing then.
+        progress = None if context.progress is _UNWATCHED_PROGRESS else context.progress
         outcome = await self._connection.call_tool(
             self._tool.name,
             scrub_surrogates(dict(call.args)),
             timeout_s=timeout_s,
-            progress=context.progress,
+            progress=progress,
         )
         if isinstance(outcome, CallFailure):
             context.log.info("mcp.call_failed", server=self.server, reason=outcome.type)
