@@ -46,6 +46,7 @@ from mcp_types import (
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
+from toolbatch._environment import DEFAULT_INHERITED_ENV_VARS, minimal_environment
 from toolbatch.producers.mcp._config import StdioServerConfig
 from toolbatch.producers.mcp._scrub import scrub_surrogates
 
@@ -61,33 +62,6 @@ __all__ = [
 
 log = structlog.get_logger("toolbatch.mcp")
 
-DEFAULT_INHERITED_ENV_VARS: Final = (
-    # identity, paths and locale
-    "HOME",
-    "LOGNAME",
-    "USER",
-    "PATH",
-    "SHELL",
-    "TERM",
-    "TMPDIR",
-    "TZ",
-    "LANG",
-    "LANGUAGE",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LC_MESSAGES",
-    # network plumbing a server needs to reach anything the agent can reach
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-)
-"""The only variables a stdio server inherits from the agent; the entry's ``env`` adds more."""
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 256 * 2**20
 """A server message larger than this closes the connection (its call gets an error)."""
@@ -114,15 +88,7 @@ def server_environment(
         extra: the entry's ``env``.
         inherited: where the defaults are read from (default: ``os.environ``).
     """
-    source = os.environ if inherited is None else inherited
-    env = {
-        name: value
-        for name in DEFAULT_INHERITED_ENV_VARS
-        # A value starting with "()" is an exported shell function: never pass it on.
-        if (value := source.get(name)) is not None and not value.startswith("()")
-    }
-    env.update(extra)
-    return env
+    return minimal_environment(extra, inherited=inherited)
 
 
 def encode_message(message: JSONRPCMessage) -> bytes:
