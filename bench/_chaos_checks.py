@@ -41,6 +41,7 @@ __all__ = [
     "recorded_problems",
     "safe_json",
     "status_problems",
+    "stray_files",
     "temp_files",
 ]
 
@@ -343,9 +344,23 @@ def open_fds() -> dict[int, str]:
 
 
 def fd_problems(baseline: Mapping[int, str], now: Mapping[int, str]) -> list[str]:
-    """File descriptors open now that were not at the baseline."""
+    """One problem per file descriptor open now beyond the baseline's count."""
     grown = len(now) - len(baseline)
     if grown <= 0:
         return []
-    new = [f"{fd}->{target}" for fd, target in sorted(now.items()) if baseline.get(fd) != target]
-    return [f"{grown} more file descriptors than after warm-up: {', '.join(new[:10])}"]
+    new = [
+        f"fd {fd} -> {target}" for fd, target in sorted(now.items()) if baseline.get(fd) != target
+    ]
+    new += ["an fd number reused for another file"] * (grown - len(new))
+    return new[:grown]
+
+
+def stray_files(root: Path, *, allowed: Iterable[Path], skip: Iterable[Path]) -> list[Path]:
+    """Files (and symlinks) under ``root`` outside the ``allowed`` and ``skip`` trees."""
+    excluded = {*allowed, *skip}
+    found: list[Path] = []
+    for current, dirs, names in os.walk(root):
+        here = Path(current)
+        dirs[:] = [name for name in dirs if here / name not in excluded]
+        found += [here / name for name in names if here / name not in excluded]
+    return found

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -291,6 +292,7 @@ class _Campaign:
         self.registry: Any = None
         self.mcp_env = {"CHAOS_RUN": self.marker_value, "CHAOS_MCP_MARK": "configured"}
         self.hook_env = {"CHAOS_RUN": self.marker_value}
+        self.reported_pids: set[int] = set()
 
     # -- the whole campaign ------------------------------------------------------------
 
@@ -351,10 +353,7 @@ class _Campaign:
                         report.count("fds", None, problems, per_batch=False)
                 self.servers = None
                 self.probe.batch = None
-                left = await self.settled_processes(exclude_pgids=())
-                report.count(
-                    "processes", None, [f"{p}: {c}" for p, c in left.items()], per_batch=False
-                )
+                await self.check_processes(None)
                 after = checks.fd_problems(fds_at_start, checks.open_fds())
                 if after and not report.violations["fds"]:
                     report.count("fds", None, after, per_batch=False)
@@ -469,7 +468,7 @@ class _Campaign:
 
         await self.check_processes(index)
         self.check_store(plan, store, planted, primary, fallback)
-        hook_texts = self.check_command_hooks(plan, report_dir, turn is not None)
+        hook_texts = self.check_command_hooks(plan, report_dir)
         self.check_mcp_env(index, observer)
         if turn is not None:
             self.check_turn(plan, turn, probe, hook_texts, transcript, inject_path)
@@ -500,14 +499,22 @@ class _Campaign:
         if self.small_disk.mounted:
             self.small_disk.clear()
 
-    async def check_processes(self, index: int) -> None:
-        assert self.servers is not None
-        server_pid = self.servers.connection(MCP_SERVER).pid
-        exclude = (server_pid,) if server_pid is not None else ()
+    async def check_processes(self, index: int | None) -> None:
+        """Count marked processes still alive, each once, then end them."""
+        exclude: tuple[int, ...] = ()
+        if self.servers is not None:
+            server_pid = self.servers.connection(MCP_SERVER).pid
+            exclude = (server_pid,) if server_pid is not None else ()
         left = await self.settled_processes(exclude_pgids=exclude)
+        new = {pid: cmd for pid, cmd in left.items() if pid not in self.reported_pids}
         self.report.count(
-            "processes", index, [f"pid {pid}: {cmd}" for pid, cmd in left.items()], per_batch=False
+            "processes", index, [f"pid {pid}: {cmd}" for pid, cmd in new.items()], per_batch=False
         )
+        self.reported_pids.update(new)
+        for pid in new:
+            # Found and counted: end it (the campaign started it) so it is not counted again.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
     def check_store(
         self,
@@ -549,23 +556,18 @@ class _Campaign:
                 outside.append(f"a planted symlink was followed: {item.victim.name} changed")
             if not item.link.is_symlink():
                 report.totals["planted symlinks replaced by the artifact"] += 1
-        skip = {
-            self.work / sub for sub in ("transcripts", "hookreports", "victims", "injected")
-        } | {primary, fallback, self.small_disk.filler}
-        for root, dirs, names in os.walk(self.work):
-            here = Path(root)
-            dirs[:] = [d for d in dirs if here / d not in skip]
-            if here == self.work / "batches":
-                dirs[:] = [d for d in dirs if d == primary.parent.name]  # others are kept
-            for entry in names:
-                path = here / entry
-                if path not in skip:
-                    outside.append(f"stray file {str(path)[:200]!r}")
+        skip = {self.work / sub for sub in ("transcripts", "hookreports", "victims", "injected")}
+        skip.add(self.small_disk.filler)
+        batches = self.work / "batches"
+        if batches.is_dir():  # earlier batches' directories remain under --keep
+            skip.update(entry for entry in batches.iterdir() if entry.name != primary.parent.name)
+        strays = checks.stray_files(self.work, allowed=directories, skip=skip)
+        outside += [f"stray file {str(path)[:200]!r}" for path in strays]
         for pattern in (f"/tmp/chaos-*{plan.salt}c*", f"/etc/chaos-*{plan.salt}c*"):
             outside += [f"escaped to {hit!r}" for hit in glob.glob(pattern)]
         report.count("outside", index, outside, per_batch=False)
 
-    def check_command_hooks(self, plan: BatchPlan, report_dir: Path, ran: bool) -> list[str]:
+    def check_command_hooks(self, plan: BatchPlan, report_dir: Path) -> list[str]:
         """Check each command hook's environment; return the inputs they were given."""
         texts: list[str] = []
         for path in sorted(report_dir.glob("*.env.json")):
