@@ -118,6 +118,9 @@ def test_is_a_producer_declaring_run_shell_command() -> None:
     assert schema["required"] == ["command"]
     assert set(schema["properties"]) == {"command", "cwd", "timeout", "description"}  # type: ignore[arg-type]
     assert schema["additionalProperties"] is False
+    assert "30,000 characters" in declaration.description
+    assert "stopped when it ends" in declaration.description
+    assert "stopped" not in ShellProducer(kill_background=False).declaration.description
 
 
 @pytest.mark.parametrize(
@@ -245,6 +248,17 @@ async def test_concurrent_calls_keep_their_own_output() -> None:
         assert result.content == f"{expected}[exit code: 0]"
 
 
+async def test_a_call_cancelled_before_it_starts_runs_nothing(tmp_path: Path) -> None:
+    """An abort already set: no command runs, the result says it was cancelled."""
+    context = ProducerContext()
+    context.cancelled.set()
+    marker = tmp_path / "ran"
+    result = await _run(f"touch {marker}", context=context)
+    assert result.error is not None
+    assert result.error.type == "cancelled"
+    assert not marker.exists()
+
+
 # -- bad input ----------------------------------------------------------------------------
 
 
@@ -346,7 +360,8 @@ async def test_outside_cancellation_kills_the_tree_then_propagates(tmp_path: Pat
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     returned = anyio.Event()
-    command = f'(sleep 60 & sleep 60 & wait) & sleep 60 & echo "$$" > {fifo}; wait'
+    # Every process is forked before the subshell reports the group id.
+    command = f'sleep 60 & (sleep 60 & sleep 60 & echo "$$" > {fifo}; wait) & wait'
     async with anyio.create_task_group() as tg:
 
         async def call() -> None:
@@ -486,6 +501,22 @@ async def test_preview_keeps_the_head_the_end_and_the_exit_code(tmp_path: Path) 
         f"the full output was saved to: {store.written[0]}\n"
         "[exit code: 4]"
     )
+
+
+async def test_a_trickle_of_small_writes_keeps_an_exact_tail(tmp_path: Path) -> None:
+    """Thousands of tiny writes (one per line) still give the exact end and a whole file."""
+    store = ArtifactStore(tmp_path)
+    producer = ShellProducer(output_trigger_chars=1_000, preview_chars=500)
+    command = "for i in $(seq 1 3000); do printf 'line %d\\n' $i; done"
+    result = await _run(command, producer=producer, store=store)
+    expected = "".join(f"line {i}\n" for i in range(1, 3001))
+    (path,) = store.written
+    assert path.read_text() == expected
+    assert isinstance(result.content, str)
+    tail = result.content.removesuffix("[exit code: 0]").split(" bytes omitted] ...\n")[1]
+    assert expected.endswith(tail)
+    assert tail.startswith("line ")
+    assert len(tail) > 300
 
 
 async def test_over_the_trigger_without_a_store_gives_the_preview_and_no_path() -> None:

@@ -30,10 +30,10 @@ async def _spawn(command: str) -> anyio.abc.Process:
 
 
 async def _spawn_ready(command: str, tmp_path: Path) -> anyio.abc.Process:
-    """Start ``command`` and return once it wrote ``ready`` to a FIFO (an event, no sleep)."""
+    """Start ``command`` and return once it ran ``{ready}`` (a FIFO write: an event, no sleep)."""
     fifo = tmp_path / "ready"
     os.mkfifo(fifo)
-    process = await _spawn(f"{command} & echo ready > {fifo}; wait")
+    process = await _spawn(command.format(ready=f"echo ready > {fifo}"))
     with anyio.fail_after(10):
         assert await anyio.to_thread.run_sync(fifo.read_text, abandon_on_cancel=True) == "ready\n"
     return process
@@ -59,7 +59,7 @@ def test_open_pipe_is_non_blocking_and_large() -> None:
 
 async def test_a_cooperative_group_stops_on_term(tmp_path: Path) -> None:
     """Members that honour SIGTERM are gone well before the grace ends; no SIGKILL."""
-    process = await _spawn_ready("sleep 60 & sleep 60", tmp_path)
+    process = await _spawn_ready("sleep 60 & sleep 60 & {ready}; wait", tmp_path)
     assert len(group_members(process.pid)) >= 3
     started = time.monotonic()
     stop = await stop_group(process, grace_s=5)
@@ -71,7 +71,7 @@ async def test_a_cooperative_group_stops_on_term(tmp_path: Path) -> None:
 
 async def test_a_member_ignoring_term_gets_kill_after_the_grace(tmp_path: Path) -> None:
     """A member with SIGTERM ignored survives the grace, then SIGKILL ends it."""
-    process = await _spawn_ready("(trap '' TERM; exec sleep 60)", tmp_path)
+    process = await _spawn_ready("(trap '' TERM; {ready}; exec sleep 60) & wait", tmp_path)
     started = time.monotonic()
     stop = await stop_group(process, grace_s=0.3)
     assert time.monotonic() - started >= 0.3
@@ -81,7 +81,7 @@ async def test_a_member_ignoring_term_gets_kill_after_the_grace(tmp_path: Path) 
 
 async def test_a_stopped_member_still_acts_on_term(tmp_path: Path) -> None:
     """SIGCONT follows SIGTERM, so a SIGSTOPped member does not need the SIGKILL."""
-    process = await _spawn_ready("sleep 60 & kill -STOP $!", tmp_path)
+    process = await _spawn_ready("sleep 60 & kill -STOP $! && {ready}; wait", tmp_path)
     stop = await stop_group(process, grace_s=5)
     assert stop == GroupStop(terminated=True, killed=False)
     assert group_members(process.pid) == []

@@ -98,6 +98,7 @@ YIELD_EVERY_BYTES: Final = 4 * 2**20
 """Bytes read without an await before the reader yields to the event loop anyway."""
 BINARY_SNIFF_BYTES: Final = 8_000
 """A NUL byte among the first this-many bytes marks the output as binary (as git does)."""
+SMALL_CHUNK_BYTES: Final = 4096
 PROGRESS_INTERVAL_S: Final = 1.0
 MIN_PREVIEW_CHARS: Final = 200
 PREVIEW_HEAD_FRACTION: Final = 0.2
@@ -183,8 +184,8 @@ def _head_and_tail(
 class _Capture:
     """The bounded in-memory view of a command's output: first bytes, rolling tail, count.
 
-    The tail keeps references to the last chunks read (no copying on the hot path); it
-    holds at most ``tail_cap`` bytes plus one chunk.
+    The tail keeps references to the last chunks read (no copying on the hot path; small
+    reads are merged); it holds at most ``tail_cap`` bytes plus one chunk.
     """
 
     head_cap: int
@@ -204,7 +205,10 @@ class _Capture:
         if total < self.head_cap:
             self.head += chunk[: self.head_cap - total]
         tail = self._tail
-        tail.append(chunk)
+        if len(chunk) < SMALL_CHUNK_BYTES and tail and len(tail[-1]) < SMALL_CHUNK_BYTES:
+            tail[-1] += chunk  # a trickle of tiny reads must not become a long deque
+        else:
+            tail.append(chunk)
         self._tail_bytes += len(chunk)
         while self._tail_bytes - len(tail[0]) >= self.tail_cap:
             self._tail_bytes -= len(tail.popleft())
@@ -477,8 +481,12 @@ class ShellProducer:
                 "Run a bash command (bash -c) and return its combined stdout and stderr, "
                 "in the order written, followed by its exit code. stdin is /dev/null. "
                 f"Output over {self._trigger_words()} is saved to a file and shown as a "
-                "head-and-tail preview with that file's path. Processes the command leaves "
-                "running are stopped when it ends."
+                "head-and-tail preview with that file's path."
+                + (
+                    " Processes the command leaves running are stopped when it ends."
+                    if self._kill_background
+                    else ""
+                )
             ),
             input_schema={
                 "type": "object",
@@ -572,6 +580,8 @@ class ShellProducer:
         invocation = self._parse(call.args)
         if isinstance(invocation, str):
             return ToolResult.failure(invocation, type="invalid_args")
+        if context.cancelled.is_set():
+            return ToolResult.failure("the call was cancelled before it started", type="cancelled")
         timeout_s = invocation.timeout_s
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
