@@ -125,7 +125,7 @@ class ChaosStore(ArtifactStore):
 
     # ``root`` is the real primary directory, except inside a stream's ``_create_file``
     # chosen to fail: there, on that worker thread only, it is ``DENIED_DIR``.
-    @property  # type: ignore[override]
+    @property
     def root(self) -> Path:
         redirected: Path | None = getattr(self._thread, "root", None)
         return redirected if redirected is not None else self._root
@@ -336,7 +336,7 @@ async def chaos_weird(salt: str, repeat: int) -> str:
 @tool
 async def chaos_media(salt: str, data: str) -> list[Part]:
     """Return a text part and an image."""
-    image = InlineDataPart(inline_data=InlineData(mime_type="image/png", data=data))
+    image = InlineDataPart(inlineData=InlineData(mimeType="image/png", data=data))
     return [TextPart(text=f"{salt} picture"), image]
 
 
@@ -453,7 +453,7 @@ def _python_hook(mode: str, salt: str, probe: HookProbe, inject_path: Path) -> A
             name=target.tool_name,
             parts=[
                 FunctionResponsePart(
-                    function_response=FunctionResponse(
+                    functionResponse=FunctionResponse(
                         id=target.tool_use_id, name=target.tool_name, response=body
                     )
                 )

@@ -316,7 +316,7 @@ def _shell(rng: random.Random, salt: str) -> _Draft:
         return _Draft(kind, SHELL, {"command": f"printf '{salt}\\000\\001\\002binary'"})
     if kind == "shell.signal":
         return _Draft(kind, SHELL, {"command": f"echo {salt}; kill -9 $$"})
-    bad = rng.choice(
+    bad: dict[str, Any] = rng.choice(
         [
             {"command": ""},
             {"command": f"echo {salt}", "bogus": 1},

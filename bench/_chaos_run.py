@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -108,7 +108,8 @@ class CampaignOptions:
     Attributes:
         seed: decides every batch and fault (see ``bench._chaos_plan``).
         batches: how many batches to run.
-        work_dir: where to work (default: a new temp directory, removed afterwards).
+        work_dir: where to make the campaign's own work directory (default: the system
+            temp directory); that directory is removed afterwards unless ``keep``.
         keep: keep the work directory (artifacts, transcripts, hook reports).
         verbose: one line per batch and toolbatch's warnings, on stderr.
     """
@@ -133,6 +134,7 @@ class CampaignReport:
         warnings: toolbatch's warning events, by name.
         plan_digest: identifies the sequence of plans (equal for equal seeds).
         seconds: the wall time.
+        work_dir: the campaign's work directory (gone afterwards unless kept).
     """
 
     options: CampaignOptions
@@ -144,6 +146,7 @@ class CampaignReport:
     warnings: Counter[str] = field(default_factory=Counter)
     plan_digest: str = ""
     seconds: float = 0.0
+    work_dir: Path | None = None
 
     @property
     def failed(self) -> bool:
@@ -171,7 +174,7 @@ class _LogProbe:
         self.batch: int | None = None
         self.hook_crashes: list[str] = []
 
-    def __call__(self, logger: Any, method: str, event: dict[str, Any]) -> Any:
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
         text = checks.safe_json(event)
         self.report.totals["log events"] += 1
         for needle, key in self.needles.items():
@@ -229,6 +232,12 @@ class _RawObserver:
 
     def __init__(self) -> None:
         self.finished: list[tuple[ToolCall, ToolCallResponse]] = []
+
+    def call_started(self, call: ToolCall) -> None:
+        del call
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        del call, message
 
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
         self.finished.append((call, response))
@@ -674,10 +683,10 @@ async def run_campaign(options: CampaignOptions) -> CampaignReport:
     report = CampaignReport(options=options)
     started = time.perf_counter()
     if options.work_dir is not None:
-        work = options.work_dir
-        work.mkdir(parents=True, exist_ok=True)
-    else:
-        work = Path(tempfile.mkdtemp(prefix="toolbatch-chaos-"))
+        options.work_dir.mkdir(parents=True, exist_ok=True)
+    # Always a new directory of our own: removing it afterwards removes nothing else.
+    work = Path(tempfile.mkdtemp(prefix="toolbatch-chaos-", dir=options.work_dir))
+    report.work_dir = work
     try:
         await _Campaign(options, work, report).run()
     finally:

@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument("--seed", type=int, default=1, help="the campaign's seed (default 1)")
     parser.add_argument("--batches", type=int, default=500, help="batches to run (default 500)")
-    parser.add_argument("--work-dir", type=Path, help="where to work (default: a temp dir)")
+    parser.add_argument(
+        "--work-dir", type=Path, help="where to make the work directory (default: the temp dir)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep artifacts and transcripts")
     parser.add_argument("--verbose", action="store_true", help="one line per batch, warnings")
     args = parser.parse_args(argv)
@@ -79,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         report = anyio.run(run_campaign, options)
+        if options.keep:
+            print(f"work directory kept: {report.work_dir}", file=sys.stderr)
     except Exception as exc:  # the campaign could not run: say why, distinctly from a FAIL
         print(f"chaos campaign could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

@@ -66,7 +66,7 @@ CI_BATCHES = 50
 
 def _response(call_id: str, name: str = "t", output: str = "out", **extra: Any) -> ToolCallResponse:
     part = FunctionResponsePart(
-        function_response=FunctionResponse(id=call_id, name=name, response={"output": output})
+        functionResponse=FunctionResponse(id=call_id, name=name, response={"output": output})
     )
     return ToolCallResponse(call_id=call_id, name=name, parts=[part], **extra)
 
