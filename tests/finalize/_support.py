@@ -44,7 +44,7 @@ def slot_strings(parts: Sequence[Part], *, top_level_text: bool = True) -> list[
     for part in parts:
         if isinstance(part, FunctionResponsePart):
             body = part.function_response.response
-            strings += [body[key] for key in ("output", "error") if isinstance(body.get(key), str)]  # type: ignore[misc]
+            strings += [v for v in (body.get("output"), body.get("error")) if isinstance(v, str)]
         elif top_level_text and isinstance(part, TextPart):
             strings.append(part.text)
     return strings

@@ -186,9 +186,10 @@ def test_each_response_is_persisted_at_most_once_over_repeated_passes(
                 assert item.persisted_output_files == original.persisted_output_files
             for path in item.persisted_output_files or ():
                 assert path.exists() or path.is_relative_to("/artifacts")
-        # Every write holds one response's budgeted text, joined by blank lines.
+        # Every write holds one response's budgeted text, joined by blank lines (an output
+        # that is all reminder is not budgeted text at all).
         expected = {
-            "\n\n".join(text for _, text in split_slots(item.parts))
+            "\n\n".join(text for prefix, text in split_slots(item.parts) if text or not prefix)
             for item in batch
             if item.persisted_output_files is None
         }
