@@ -127,8 +127,9 @@ def _bodies(
         st.builds(lambda e: {"error": e}, string),
         st.builds(lambda e, o: {"error": e, "output": o}, string, string),
         st.builds(lambda o: {"output": o, "exit_code": 1}, output),
-        st.just({"output": {"rows": [1, 2.5, None, True, "x"]}}),
-        st.just({}),
+        # Fresh objects per draw, so no two parts ever share a mutable body.
+        st.builds(lambda: {"output": {"rows": [1, 2.5, None, True, "x"]}}),
+        st.builds(dict),
     )
 
 
