@@ -25,6 +25,7 @@ from typing import Final, Literal
 import aiofiles
 import aiofiles.os
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import structlog
 
@@ -44,8 +45,10 @@ DEFAULT_MAX_FILE_BYTES: Final = 64 * 2**20
 DEFAULT_MAX_TOTAL_BYTES: Final = 2**30
 WRITE_CHUNK_BYTES: Final = 8 * 2**20
 """Bytes handed to the executor per write hop (coalesced; at least 1 MiB)."""
-STREAM_FLUSH_BYTES: Final = 1 * 2**20
-"""A streaming writer buffers this much before one executor hop writes it."""
+STREAM_FLUSH_BYTES: Final = 4 * 2**20
+"""A streaming writer buffers this much before it is written (and hashed) off the loop."""
+PARALLEL_HASH_BYTES: Final = 1 * 2**20
+"""From this size on, a flush hashes in one worker thread while another writes."""
 INLINE_ENCODE_CHARS: Final = 1 * 2**20
 """Texts up to this many code points are encoded and hashed on the event loop."""
 MAX_ID_CHARS: Final = 64
@@ -53,6 +56,7 @@ MAX_TOOL_CHARS: Final = 32
 DIGEST_HEX_CHARS: Final = 24
 CLEANUP_S: Final = 5.0
 
+_IOV_MAX: Final = 512
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -287,21 +291,36 @@ class ArtifactStore:
                 ) from fallback_error
 
     async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
+        # Each executor step is shielded: a cancelled await would leave its thread running
+        # with our fd (a write could land in a reused descriptor). Cancellation is checked
+        # between the steps instead, at most one chunk (8 MiB) late.
         final = directory / name
-        fd, tmp = await _aopen_temp(directory)
+        with anyio.CancelScope(shield=True):
+            fd, tmp = await _aopen_temp(directory)
+            try:
+                file = await aiofiles.open(fd, "wb")
+            except BaseException:
+                os.close(fd)
+                _unlink_quietly(tmp)
+                raise
         published = False
         try:
-            async with aiofiles.open(fd, "wb") as file:
-                view = memoryview(data)
-                for start in range(0, len(view), WRITE_CHUNK_BYTES):
+            view = memoryview(data)
+            for start in range(0, len(view), WRITE_CHUNK_BYTES):
+                await anyio.lowlevel.checkpoint()
+                with anyio.CancelScope(shield=True):
                     await file.write(view[start : start + WRITE_CHUNK_BYTES])
+            await anyio.lowlevel.checkpoint()
+            with anyio.CancelScope(shield=True):
                 await file.flush()
                 await _afsync(file.fileno())
-            await _apublish(tmp, final)
+                await file.close()
+                await _apublish(tmp, final)
             published = True
         finally:
             if not published:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_S):
+                    await file.close()
                     await _aunlink(tmp)
         return final
 
@@ -349,7 +368,7 @@ class ArtifactStream:
     bytes_dropped: int = 0
     dropped_by: Literal["file", "total"] | None = None
     committed: bool = False
-    error: Exception | None = None
+    error: BaseException | None = None
     _buffer: list[bytes] = field(default_factory=list)
     _buffered: int = 0
     _file: _StreamFile | None = None
@@ -381,15 +400,24 @@ class ArtifactStream:
     async def _flush(self, *, force: bool = False) -> None:
         if self.error is not None or not (self._buffer or force):
             return
-        data = b"".join(self._buffer)
-        self._buffer.clear()
+        chunks = self._buffer
+        self._buffer = []
+        size = self._buffered
         self._buffered = 0
         try:
-            await anyio.to_thread.run_sync(self._write_sync, data)
-        except (OSError, ArtifactWriteError) as exc:
-            self._fail(exc)
+            if self._file is None:
+                await anyio.to_thread.run_sync(self._open_file)
+            if size >= PARALLEL_HASH_BYTES:
+                # sha256 and the write both release the GIL: run them side by side.
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(anyio.to_thread.run_sync, self._hash_chunks, chunks)
+                    await anyio.to_thread.run_sync(self._write_chunks, chunks)
+            elif chunks:
+                await anyio.to_thread.run_sync(self._hash_and_write, chunks)
+        except* (OSError, ArtifactWriteError) as failed:
+            self._fail(failed.exceptions[0])
 
-    def _fail(self, exc: Exception) -> None:
+    def _fail(self, exc: BaseException) -> None:
         log.warning(
             "artifacts.stream_failed", call_id=self.call_id, error=str(exc), kept=self.bytes_kept
         )
@@ -398,16 +426,30 @@ class ArtifactStream:
         self.bytes_kept = 0
         self._close_and_remove()
 
-    def _write_sync(self, data: bytes) -> None:
-        if self._file is None:
-            self._file = self._create_file()
-            self._hasher = _digest_prefix(self.call_id)
+    def _open_file(self) -> None:
+        self._file = self._create_file()
+        self._hasher = _digest_prefix(self.call_id)
+
+    def _hash_chunks(self, chunks: list[bytes]) -> None:
         assert self._hasher is not None
-        self._hasher.update(data)
-        view = memoryview(data)
-        while view:
-            written = os.write(self._file.fd, view)
-            view = view[written:]
+        for chunk in chunks:
+            self._hasher.update(chunk)
+
+    def _write_chunks(self, chunks: list[bytes]) -> None:
+        assert self._file is not None
+        pending = [memoryview(chunk) for chunk in chunks if chunk]
+        while pending:
+            written = os.writev(self._file.fd, pending[:_IOV_MAX])
+            while written and pending:
+                if written >= len(pending[0]):
+                    written -= len(pending.pop(0))
+                else:
+                    pending[0] = pending[0][written:]
+                    written = 0
+
+    def _hash_and_write(self, chunks: list[bytes]) -> None:
+        self._hash_chunks(chunks)
+        self._write_chunks(chunks)
 
     def _create_file(self) -> _StreamFile:
         try:
@@ -466,7 +508,7 @@ class ArtifactStream:
         log.debug("artifacts.streamed", path=str(path), kept=self.bytes_kept, reused=reused)
         return path
 
-    def _as_write_error(self, exc: Exception) -> ArtifactWriteError:
+    def _as_write_error(self, exc: BaseException) -> ArtifactWriteError:
         if isinstance(exc, ArtifactWriteError):
             return exc
         if self._primary_error is not None:
