@@ -313,7 +313,10 @@ class AgentLoop:
         if not self.history or self.history[-1].role != "tool":
             return self.history
         last = self.history[-1]
-        guarded = enforce_send_budget(last.parts, self.scheduler.config.batch_budget)
+        config = self.scheduler.config
+        guarded = enforce_send_budget(
+            last.parts, config.batch_budget, lifecycle_reminders=config.lifecycle_reminders
+        )
         if guarded is last.parts:
             return self.history
         return [*self.history[:-1], Message(role="tool", parts=guarded)]

@@ -152,7 +152,9 @@ class TurnAssembler:
     ) -> tuple[list[ToolCallResponse], list[Part]]:
         """Apply the send guard to the flattened parts, keeping responses consistent."""
         parts: list[Part] = [part for response in responses for part in response.parts]
-        guarded = enforce_send_budget(parts, self.budget)
+        guarded = enforce_send_budget(
+            parts, self.budget, lifecycle_reminders=self.lifecycle_reminders
+        )
         if guarded is parts:
             return responses, parts
         # The guard only rewrites parts in place (same count, same order): split it back.
