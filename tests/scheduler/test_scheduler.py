@@ -370,3 +370,20 @@ async def test_empty_batch_is_an_empty_turn(tmp_path: Path) -> None:
         turn = await scheduler.run_batch([])
     assert turn.responses == []
     assert turn.parts == []
+
+
+async def test_custom_lifecycle_reminder_survives_every_pass(tmp_path: Path) -> None:
+    """A configured reminder stays whole through finalize and the send guard, over budget."""
+    reminder = "<system-reminder>Plan mode is on. " + "Only read. " * 300 + "</system-reminder>"
+
+    @tool(name="enter_plan_mode", output_threshold=None)
+    async def enter_plan_mode() -> str:
+        return reminder
+
+    config = _config(
+        tmp_path, batch_budget=200, lifecycle_reminders={"enter_plan_mode": [reminder]}
+    )
+    async with ToolScheduler(Registry([enter_plan_mode]), config) as scheduler:
+        turn = await scheduler.run_batch([ToolCall(id="p", name="enter_plan_mode")])
+    assert _output(turn.responses[0]) == {"output": reminder}
+    assert len(reminder) > 200
