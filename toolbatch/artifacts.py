@@ -49,8 +49,9 @@ STREAM_FLUSH_BYTES: Final = 4 * 2**20
 """A streaming writer buffers this much before it is written (and hashed) off the loop."""
 PARALLEL_HASH_BYTES: Final = 1 * 2**20
 """From this size on, a flush hashes in one worker thread while another writes."""
-INLINE_ENCODE_CHARS: Final = 1 * 2**20
-"""Texts up to this many code points are encoded and hashed on the event loop."""
+INLINE_ENCODE_CHARS: Final = 64 * 2**10
+"""Texts up to this many code points are encoded and hashed on the event loop; longer
+ones in a worker thread, so concurrent persists hash in parallel."""
 MAX_ID_CHARS: Final = 64
 MAX_TOOL_CHARS: Final = 32
 DIGEST_HEX_CHARS: Final = 24
@@ -114,6 +115,16 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _sync_and_publish(tmp: str, final: Path) -> None:
+    """fsync the closed temp file, then publish it (one executor hop for the lot)."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _publish(tmp, final)
+
+
 def _publish(tmp: str, final: Path) -> None:
     # os.replace swaps the directory entry: a symlink planted at ``final`` is replaced, the
     # file it pointed to is never touched.
@@ -130,9 +141,8 @@ def _default_fallback_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"toolbatch-fallback-{os.getuid()}"
 
 
-_afsync = aiofiles.os.wrap(os.fsync)
 _aopen_temp = aiofiles.os.wrap(_open_temp)
-_apublish = aiofiles.os.wrap(_publish)
+_async_sync_and_publish = aiofiles.os.wrap(_sync_and_publish)
 _aunlink = aiofiles.os.wrap(_unlink_quietly)
 
 
@@ -312,10 +322,8 @@ class ArtifactStore:
                     await file.write(view[start : start + WRITE_CHUNK_BYTES])
             await anyio.lowlevel.checkpoint()
             with anyio.CancelScope(shield=True):
-                await file.flush()
-                await _afsync(file.fileno())
                 await file.close()
-                await _apublish(tmp, final)
+                await _async_sync_and_publish(tmp, final)
             published = True
         finally:
             if not published:
