@@ -436,12 +436,7 @@ def test_small_disk_fills_up_for_real(tmp_path: Path) -> None:
 
 # -- the short campaign (the CI run of `make chaos`) ---------------------------------------
 
-KNOWN_BUGS = {
-    "hooks_skipped": (
-        "CommandHook.__call__ serializes its input with model_dump_json, which raises on a "
-        "lone surrogate (in a tool's output or a call's arguments): the hook never runs"
-    ),
-}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -456,7 +451,6 @@ def test_short_campaign_holds_every_invariant(ci_report: CampaignReport) -> None
     assert failing == [], format_report(ci_report)
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["hooks_skipped"])
 def test_short_campaign_shows_every_command_hook_the_batch(ci_report: CampaignReport) -> None:
     """A command hook is never skipped because of what a tool printed or a model sent."""
     assert ci_report.violations["hooks_skipped"] == 0, format_report(ci_report)

@@ -153,3 +153,24 @@ def test_bad_command_hook_config_is_rejected(argv: object, timeout: object) -> N
     """A bad argv or timeout is a ConfigError naming the value."""
     with pytest.raises(ConfigError):
         CommandHook(argv, timeout=timeout)  # type: ignore[arg-type]
+
+
+async def test_a_lone_surrogate_in_the_batch_does_not_skip_the_hook(tmp_path: Path) -> None:
+    """A model can't bypass a blocking hook by putting a lone surrogate in its arguments."""
+    call = ToolCall(id="c1", name="echo", args={"text": "cut \ud83d"})
+    response = ToolCallResponse(call_id="c1", name="echo", parts=[TextPart(text="out \udcff")])
+    batch = build_hook_input([response], [call])
+    seen = tmp_path / "seen.json"
+    argv = _script(
+        tmp_path,
+        f"""
+        data = json.load(sys.stdin)
+        open({str(seen)!r}, "w").write(json.dumps(data))
+        sys.exit(2)
+        """,
+    )
+    answer = await CommandHook(argv)(batch)
+    assert answer is not None
+    assert answer.stop
+    data = json.loads(seen.read_text())
+    assert data["tool_calls"][0]["tool_input"] == {"text": "cut \ud83d"}

@@ -108,7 +108,10 @@ class CommandHook:
             HookFailed: the command could not start, timed out, exited non-zero (but not
                 2), or printed something other than a JSON object.
         """
-        payload = batch.model_dump_json().encode("utf-8", "backslashreplace")
+        # ASCII JSON: a lone surrogate (a model may send one in its arguments, a tool may
+        # print one) becomes a \udXXX escape instead of an encoding error that would
+        # silently skip the hook.
+        payload = json.dumps(batch.model_dump(mode="json"), ensure_ascii=True).encode("ascii")
         try:
             process = await anyio.open_process(
                 list(self.argv),
