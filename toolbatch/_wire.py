@@ -8,7 +8,7 @@ serialization, and a response rebuilt from its wire form does not have it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, TypeAlias
+from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -38,6 +38,7 @@ __all__ = [
     "ToolFailure",
     "ToolResult",
     "Turn",
+    "function_response_part",
     "model_text_length",
     "parts_adapter",
 ]
@@ -325,16 +326,20 @@ class ToolCallResponse(BaseModel):
         error = failure.message if failure is not None else None
         if error is None and status != "success":
             error = f"tool call ended with status {status}"
-        return cls.model_construct(
-            call_id=call.id,
-            name=call.name,
-            parts=parts,
-            display=result.display,
-            error=error,
-            error_type=failure.type if failure is not None else None,
-            status=status,
-            content_length=model_text_length(parts),
-            persisted_output_files=result.persisted_output_files,
+        return _trusted(
+            cls,
+            {
+                "call_id": call.id,
+                "name": call.name,
+                "parts": parts,
+                "display": result.display,
+                "error": error,
+                "error_type": failure.type if failure is not None else None,
+                "status": status,
+                "content_length": model_text_length(parts),
+                "persisted_output_files": result.persisted_output_files,
+                "finalize_state": None,
+            },
         )
 
     @classmethod
@@ -352,25 +357,51 @@ class ToolCallResponse(BaseModel):
         producer output to keep.
         """
         parts: list[Part] = [_function_response(call, {"error": message})]
-        return cls.model_construct(
-            call_id=call.id,
-            name=call.name,
-            parts=parts,
-            display=message,
-            error=message,
-            error_type=error_type,
-            status=status,
-            content_length=len(message),
-            persisted_output_files=(),
+        return _trusted(
+            cls,
+            {
+                "call_id": call.id,
+                "name": call.name,
+                "parts": parts,
+                "display": message,
+                "error": message,
+                "error_type": error_type,
+                "status": status,
+                "content_length": len(message),
+                "persisted_output_files": (),
+                "finalize_state": None,
+            },
         )
+
+
+_M = TypeVar("_M", bound=BaseModel)
+_set_attribute = object.__setattr__
+
+
+def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    """An instance from a complete dict of already-valid field values, unvalidated.
+
+    ``model_construct`` without its per-field default handling, for the hot path: the
+    caller passes every field.
+    """
+    instance = cls.__new__(cls)
+    _set_attribute(instance, "__dict__", values)
+    _set_attribute(instance, "__pydantic_fields_set__", set(values))
+    _set_attribute(instance, "__pydantic_extra__", None)
+    _set_attribute(instance, "__pydantic_private__", None)
+    return instance
+
+
+def function_response_part(
+    call_id: str, name: str, response: dict[str, JsonValue]
+) -> FunctionResponsePart:
+    """A ``{"functionResponse": ...}`` part from trusted values (no validation)."""
+    body = _trusted(FunctionResponse, {"id": call_id, "name": name, "response": response})
+    return _trusted(FunctionResponsePart, {"function_response": body})
 
 
 def _function_response(call: ToolCall, response: dict[str, JsonValue]) -> FunctionResponsePart:
-    return FunctionResponsePart.model_construct(
-        function_response=FunctionResponse.model_construct(
-            id=call.id, name=call.name, response=response
-        )
-    )
+    return function_response_part(call.id, call.name, response)
 
 
 def _result_parts(

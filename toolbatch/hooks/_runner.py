@@ -20,13 +20,13 @@ import structlog
 from pydantic import JsonValue, ValidationError
 
 from toolbatch._wire import (
-    FunctionResponse,
     FunctionResponsePart,
     InlineDataPart,
     Part,
     TextPart,
     ToolCall,
     ToolCallResponse,
+    function_response_part,
     parts_adapter,
 )
 from toolbatch.hooks._command import CommandHook, HookFailed
@@ -196,12 +196,8 @@ def _with_context(response: ToolCallResponse, context: str) -> ToolCallResponse:
                 "output" if "output" in body or not isinstance(body.get("error"), str) else "error"
             )
             body[key] = _append_text(body.get(key, ""), context)
-            parts[index] = FunctionResponsePart.model_construct(
-                function_response=FunctionResponse.model_construct(
-                    id=part.function_response.id,
-                    name=part.function_response.name,
-                    response=body,
-                )
+            parts[index] = function_response_part(
+                part.function_response.id, part.function_response.name, body
             )
             return response.with_parts(parts)
     parts.append(TextPart(text=context))
@@ -209,13 +205,7 @@ def _with_context(response: ToolCallResponse, context: str) -> ToolCallResponse:
 
 
 def _stopped(response: ToolCallResponse, reason: str) -> ToolCallResponse:
-    parts: list[Part] = [
-        FunctionResponsePart.model_construct(
-            function_response=FunctionResponse.model_construct(
-                id=response.call_id, name=response.name, response={"error": reason}
-            )
-        )
-    ]
+    parts: list[Part] = [function_response_part(response.call_id, response.name, {"error": reason})]
     return response.model_copy(
         update={
             "parts": parts,

@@ -76,6 +76,9 @@ class ProducerContext:
             producer's own default). Producers that manage their own timeout (shell, MCP)
             use the smaller of this and their own, so they can still return partial output.
         progress: report progress (a short message) while the call runs; never raises.
+        deadline: when set, the runtime itself stops the call at this time (on the anyio
+            clock, ``anyio.current_time()``) and answers it with a timeout error; a
+            producer may then skip a timeout of its own that would end no sooner.
     """
 
     store: ArtifactStore | None = None
@@ -83,6 +86,7 @@ class ProducerContext:
     cancelled: anyio.Event = field(default_factory=anyio.Event)
     timeout_s: float | None = None
     progress: ProgressCallback = _no_progress
+    deadline: float | None = None
 
 
 @runtime_checkable

@@ -158,6 +158,15 @@ class FunctionTool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
 
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        if self._is_async:
+            return await self.func(**kwargs)
+        # A sync function cannot be interrupted: on cancellation or timeout the thread is
+        # abandoned (it sees context.cancelled set) and the call moves on.
+        return await anyio.to_thread.run_sync(
+            functools.partial(self.func, **kwargs), abandon_on_cancel=True
+        )
+
     def __repr__(self) -> str:
         return f"<FunctionTool {self.name!r} wrapping {self.func!r}>"
 
@@ -170,25 +179,22 @@ class FunctionTool:
         kwargs = {field: getattr(parsed, field) for field in type(parsed).model_fields}
         if self._context_param is not None:
             kwargs[self._context_param] = context
-        limit = (
-            self.timeout_s if context.timeout_s is None else min(self.timeout_s, context.timeout_s)
-        )
-        with anyio.move_on_after(limit) as scope:
-            if self._is_async:
-                value = await self.func(**kwargs)
-            else:
-                # A sync function cannot be interrupted: on cancellation or timeout the
-                # thread is abandoned (it sees context.cancelled set) and the call moves on.
-                value = await anyio.to_thread.run_sync(
-                    functools.partial(self.func, **kwargs), abandon_on_cancel=True
+        limit = self.timeout_s
+        if context.timeout_s is not None:
+            limit = min(limit, context.timeout_s)
+        if context.deadline is not None and context.deadline <= anyio.current_time() + limit:
+            # The runtime stops the call in time and answers it: no scope of our own.
+            value = await self._call(kwargs)
+        else:
+            with anyio.move_on_after(limit) as scope:
+                value = await self._call(kwargs)
+            if scope.cancelled_caught:
+                context.cancelled.set()
+                return ToolResult.failure(
+                    f"tool {self.name!r} did not finish within {limit:g} s and was stopped; "
+                    f"retry with less work or raise its timeout",
+                    type="timeout",
                 )
-        if scope.cancelled_caught:
-            context.cancelled.set()
-            return ToolResult.failure(
-                f"tool {self.name!r} did not finish within {limit:g} s and was stopped; "
-                f"retry with less work or raise its timeout",
-                type="timeout",
-            )
         return _to_result(value)
 
 

@@ -13,7 +13,7 @@ import contextlib
 import math
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol, Self
@@ -56,6 +56,8 @@ DEFAULT_CALL_TIMEOUT_CEILING_S: Final = 600.0
 """The longest any one call may run unless configured otherwise (shell's own maximum)."""
 BACKSTOP_GRACE_S: Final = 10.0
 """Time a producer gets past the ceiling to clean up and answer before it is cut off."""
+DEADLINE_POLL_S: Final = 0.1
+"""How often a batch's deadline watcher looks again (its timing precision)."""
 
 ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool]]
 """Asked before a tool whose declaration needs permission runs; ``False`` rejects it."""
@@ -170,6 +172,25 @@ class _Plan:
     kind: ResponseKind = "executed"
     scope: anyio.CancelScope | None = None
     context: ProducerContext | None = None
+    deadline: float | None = None
+    timeout_s: float = 0.0
+    timed_out: bool = False
+
+
+class _CallLog:
+    """The scheduler's logger bound to one call, bound only when first used (hot path)."""
+
+    __slots__ = ("_bound", "_call_id", "_tool")
+
+    def __init__(self, call_id: str, tool: str) -> None:
+        self._call_id = call_id
+        self._tool = tool
+        self._bound: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._bound is None:
+            self._bound = log.bind(call_id=self._call_id, tool=self._tool)
+        return getattr(self._bound, name)
 
 
 def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
@@ -362,59 +383,65 @@ class ToolScheduler:
         runnable = [plan for plan in plans if plan.response is None]
         if not runnable:
             return
-        limiter = anyio.CapacityLimiter(self.config.concurrency)
         aborted = anyio.Event()
-
-        async def watch_abort(event: anyio.Event) -> None:
-            await event.wait()
-            aborted.set()
-            for plan in runnable:
-                if plan.scope is not None:
-                    plan.scope.cancel()
-
+        # ``concurrency`` workers take the calls in the model's order: the limit without a
+        # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
+        # Each call runs in its own cancel scope, cancelled by an abort or its deadline.
+        queue = iter(runnable)
+        workers = min(self.config.concurrency, len(runnable))
         async with anyio.create_task_group() as outer:
             if abort is not None:
-                outer.start_soon(watch_abort, abort)
+                outer.start_soon(_watch_abort, abort, aborted, runnable)
+            outer.start_soon(_watch_deadlines, runnable)
             async with anyio.create_task_group() as tg:
-                for plan in runnable:
-                    tg.start_soon(self._run_one, plan, limiter, aborted, observer, approve)
+                for _ in range(workers):
+                    tg.start_soon(self._work, queue, aborted, observer, approve)
             outer.cancel_scope.cancel()
+        for plan in runnable:
+            if plan.response is None:
+                self._answer_stopped(plan, aborted=aborted.is_set(), observer=observer)
 
-    async def _run_one(
+    async def _work(
         self,
-        plan: _Plan,
-        limiter: anyio.CapacityLimiter,
+        queue: Iterator[_Plan],
         aborted: anyio.Event,
         observer: BatchObserver | None,
         approve: ApprovalCallback | None,
     ) -> None:
-        call, producer = plan.call, plan.producer
-        assert call is not None
-        assert producer is not None
-        with anyio.CancelScope() as scope:
-            plan.scope = scope
+        for plan in queue:
             if aborted.is_set():
-                scope.cancel()
-            async with limiter:
+                return  # the rest are answered as cancelled once the batch ends
+            call, producer = plan.call, plan.producer
+            assert call is not None
+            assert producer is not None
+            with anyio.CancelScope() as scope:
+                plan.scope = scope
                 plan.response = await self._answer(plan, call, producer, observer, approve)
-        if plan.response is None:
-            if plan.context is not None:
-                plan.context.cancelled.set()
-            if aborted.is_set():
-                plan.response = ToolCallResponse.failed(
-                    call,
-                    f"tool call {call.name!r} was cancelled by the user before it finished",
-                    status="cancelled",
-                    error_type="cancelled",
-                )
-                plan.kind = "cancelled"
-            else:
-                plan.response = ToolCallResponse.failed(
-                    call,
-                    f"tool {call.name!r} did not finish within {self.config.call_timeout:g} s "
-                    f"and was stopped",
-                    error_type="timeout",
-                )
+            if plan.response is not None and observer is not None:
+                _safe_notify(getattr(observer, "call_finished", None), call, plan.response)
+
+    def _answer_stopped(
+        self, plan: _Plan, *, aborted: bool, observer: BatchObserver | None
+    ) -> None:
+        """The response of a call whose task was cancelled (abort or deadline)."""
+        call = plan.call
+        assert call is not None
+        if plan.context is not None:
+            plan.context.cancelled.set()
+        if plan.timed_out or not aborted:
+            plan.response = ToolCallResponse.failed(
+                call,
+                f"tool {call.name!r} did not finish within {plan.timeout_s:g} s and was stopped",
+                error_type="timeout",
+            )
+        else:
+            plan.response = ToolCallResponse.failed(
+                call,
+                f"tool call {call.name!r} was cancelled by the user before it finished",
+                status="cancelled",
+                error_type="cancelled",
+            )
+            plan.kind = "cancelled"
         if observer is not None:
             _safe_notify(getattr(observer, "call_finished", None), call, plan.response)
 
@@ -444,19 +471,27 @@ class ToolScheduler:
         def report(message: str) -> None:
             _safe_notify(progress, call, message)
 
+        # The deadline starts when the producer does: the configured ceiling plus a grace
+        # to clean up, or the producer's own timeout (a @tool's) when that is shorter.
+        ceiling = self.config.call_timeout
+        own = getattr(producer, "timeout_s", None)
+        if isinstance(own, int | float) and own < ceiling:
+            plan.timeout_s = float(own)
+            allowed_s = plan.timeout_s
+        else:
+            plan.timeout_s = ceiling
+            allowed_s = ceiling + BACKSTOP_GRACE_S
+        plan.deadline = anyio.current_time() + allowed_s
         context = ProducerContext(
             store=self._store,
-            log=log.bind(call_id=call.id, tool=call.name),
-            timeout_s=self.config.call_timeout,
+            log=_CallLog(call.id, call.name),
+            timeout_s=plan.timeout_s,
             progress=report,
+            deadline=plan.deadline,
         )
         plan.context = context
         if observer is not None:
             _safe_notify(getattr(observer, "call_started", None), call)
-        # The backstop: the call's own scope (which an abort also cancels) gets a deadline
-        # now that the producer starts; _run_one tells a timeout from an abort.
-        assert plan.scope is not None
-        plan.scope.deadline = anyio.current_time() + self.config.call_timeout + BACKSTOP_GRACE_S
         try:
             result = await producer.run(call, context)
         except Exception as exc:
@@ -474,9 +509,10 @@ class ToolScheduler:
         # Generic persistence is opt-in per producer: @tool functions have a threshold;
         # producers that bound their own output (shell, MCP) declare none.
         threshold = getattr(producer, "output_threshold", None)
-        result = await apply_output_threshold(
-            result, call=call, store=self._store, threshold=threshold
-        )
+        if threshold is not None:
+            result = await apply_output_threshold(
+                result, call=call, store=self._store, threshold=threshold
+            )
         return ToolCallResponse.from_result(call, result)
 
     async def _complete(self, plans: list[_Plan], *, record: bool, budget: int | None) -> Turn:
@@ -502,6 +538,33 @@ class ToolScheduler:
             return apply_hook_output(responses, output)
 
         return await assembler.complete(post_finalize=run_hooks if hooks else None)
+
+
+async def _watch_abort(abort: anyio.Event, aborted: anyio.Event, plans: list[_Plan]) -> None:
+    """When the user aborts, cancel every call still running."""
+    await abort.wait()
+    aborted.set()
+    for plan in plans:
+        if plan.response is None and plan.scope is not None:
+            plan.scope.cancel()
+
+
+async def _watch_deadlines(plans: list[_Plan]) -> None:
+    """Cancel each call whose deadline passed (one watcher per batch, not a timer per call)."""
+    while True:
+        now = anyio.current_time()
+        upcoming = math.inf
+        for plan in plans:
+            deadline = plan.deadline
+            if deadline is None or plan.response is not None or plan.timed_out:
+                continue
+            if now >= deadline:
+                plan.timed_out = True
+                if plan.scope is not None:
+                    plan.scope.cancel()
+            else:
+                upcoming = min(upcoming, deadline)
+        await anyio.sleep(max(0.0, min(upcoming - now, DEADLINE_POLL_S)))
 
 
 def _coerce_call(raw: object, index: int) -> tuple[ToolCall, str | None]:
