@@ -45,7 +45,7 @@ DEFAULT_MAX_FILE_BYTES: Final = 64 * 2**20
 DEFAULT_MAX_TOTAL_BYTES: Final = 2**30
 WRITE_CHUNK_BYTES: Final = 8 * 2**20
 """Bytes handed to the executor per write hop (coalesced; at least 1 MiB)."""
-STREAM_FLUSH_BYTES: Final = 4 * 2**20
+STREAM_FLUSH_BYTES: Final = 16 * 2**20
 """A streaming writer buffers this much before it is written (and hashed) off the loop."""
 PARALLEL_HASH_BYTES: Final = 1 * 2**20
 """From this size on, a flush hashes in one worker thread while another writes."""

@@ -92,7 +92,7 @@ UNTRIGGERED_LIMIT_BYTES: Final = 16 * 2**20
 """With the trigger disabled (-1), output up to this size reaches the model whole; past it
 the producer previews anyway, because keeping it whole would make memory unbounded."""
 READ_CHUNK_BYTES: Final = 1 * 2**20
-WRITE_QUEUE_CHUNKS: Final = 8
+WRITE_QUEUE_CHUNKS: Final = 16
 """Chunks (each at most ``READ_CHUNK_BYTES``) queued for the artifact writer task."""
 YIELD_EVERY_BYTES: Final = 4 * 2**20
 """Bytes read without an await before the reader yields to the event loop anyway."""
