@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolbatch.producers._process import (
+from toolbatch._process import (
     PIPE_BUFFER_BYTES,
     GroupStop,
     group_alive,

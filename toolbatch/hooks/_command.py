@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from toolbatch._environment import minimal_environment
+from toolbatch._process import stop_group
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.hooks._models import PostToolBatchInput, PostToolBatchOutput
 
@@ -43,11 +43,6 @@ CLEANUP_S: Final = 5.0
 
 class HookFailed(ToolbatchError):
     """A hook crashed, timed out or answered something that is not a hook answer."""
-
-
-def _kill_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 async def _read_capped(stream: ByteReceiveStream | None, sink: bytearray) -> None:
@@ -155,12 +150,7 @@ class CommandHook:
 
     @staticmethod
     async def _reap(process: Process) -> None:
-        if process.returncode is None:
-            _kill_group(process.pid, signal.SIGTERM)
-            with anyio.move_on_after(KILL_GRACE_S):
-                await process.wait()
-        _kill_group(process.pid, signal.SIGKILL)
-        await process.wait()
+        await stop_group(process, grace_s=KILL_GRACE_S)
         await process.aclose()
 
     def _interpret(

@@ -53,17 +53,17 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import JsonValue
 
-from toolbatch._wire import ToolCall, ToolFailure, ToolResult
-from toolbatch.artifacts import ArtifactStore, ArtifactStream
-from toolbatch.errors import ArtifactWriteError, ConfigError
-from toolbatch.producers._base import ProducerContext, ToolDeclaration
-from toolbatch.producers._process import (
+from toolbatch._process import (
     GroupStop,
     group_alive,
     open_group_process,
     open_pipe,
     stop_group,
 )
+from toolbatch._wire import ToolCall, ToolFailure, ToolResult
+from toolbatch.artifacts import ArtifactStore, ArtifactStream
+from toolbatch.errors import ArtifactWriteError, ConfigError
+from toolbatch.producers._base import ProducerContext, ToolDeclaration
 
 __all__ = [
     "DEFAULT_DISPLAY_WINDOW_BYTES",
