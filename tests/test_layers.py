@@ -1,0 +1,84 @@
+"""The package's layers: dependencies point one way, and nothing imports upward."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "toolbatch"
+
+# Each layer may import only from the layers listed before it (and from itself).
+LAYERS: list[set[str]] = [
+    {"_wire", "errors", "logs", "_environment", "_process"},
+    {"artifacts"},
+    {"producers", "finalize", "hooks", "transports"},
+    {"recorder", "scheduler"},
+    {"agent", "testing"},
+    {"acp"},
+    {"cli", "_demo", "_demo_mcp_server", "__init__"},
+]
+SIBLING_RULES = {
+    # Peers in one layer that still must not know each other.
+    "producers": {"finalize", "hooks", "transports"},
+    "finalize": {"producers", "hooks", "transports"},
+    "hooks": {"producers", "finalize", "transports"},
+    "transports": {"finalize", "hooks"},
+    "recorder": {"scheduler"},
+}
+
+
+def _layer_of(name: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if name in layer:
+            return index
+    raise AssertionError(f"toolbatch.{name} is in no layer; add it to LAYERS")
+
+
+def _top(module: Path) -> str:
+    relative = module.relative_to(PACKAGE)
+    first = relative.parts[0]
+    return first.removesuffix(".py")
+
+
+def _imports(module: Path) -> set[str]:
+    tree = ast.parse(module.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] == "toolbatch":
+                if len(parts) > 1:
+                    found.add(parts[1])
+                else:
+                    found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "toolbatch" and len(parts) > 1:
+                    found.add(parts[1])
+    return found
+
+
+def _is_module(name: str) -> bool:
+    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_imports_only_from_its_layer_or_below(module: Path) -> None:
+    """No module imports a layer above its own, nor a sibling it must not know."""
+    own = _top(module)
+    own_layer = _layer_of(own)
+    for imported in _imports(module):
+        if imported == own or not _is_module(imported):
+            continue  # a name imported from the package itself (toolbatch/__init__)
+        assert _layer_of(imported) <= own_layer, (
+            f"{module.relative_to(PACKAGE)} imports toolbatch.{imported}, a higher layer"
+        )
+        assert imported not in SIBLING_RULES.get(own, set()), (
+            f"{module.relative_to(PACKAGE)} imports its peer toolbatch.{imported}"
+        )
