@@ -85,7 +85,7 @@ def save(rows: list[Row], directory: Path) -> list[Path]:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("ratio (see target column; green = target met)")
-    ax.set_title("toolbatch benchmarks, measured side by side in one run")
+    fig.suptitle("toolbatch benchmarks, each beside its comparison in one run")
     fig.tight_layout()
     png_path = directory / "bench.png"
     fig.savefig(png_path, dpi=110)
