@@ -251,3 +251,10 @@ def test_projection_invariants(text: str, max_bytes: int, marker: str) -> None:
     assert any(
         _is_maximal_preview(text, a, b, source) for a, b in _decompositions(text, projected, marker)
     )
+
+
+def test_signature_matches_the_contract() -> None:
+    """``project_json_string(s, max_bytes, marker)`` as issue 8 spells it, positionally too."""
+    assert project_json_string("abcdefgh", 6) == "abcd"
+    text = "x" * 100
+    assert json_string_bytes(project_json_string(text, 40, "~")) <= 40

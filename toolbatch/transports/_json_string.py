@@ -68,8 +68,6 @@ def json_string_bytes(s: str) -> int:
 
 def project_json_string(
     s: str,
-    /,
-    *,
     max_bytes: int = HEADLESS_TOOL_RESULT_JSON_BYTES,
     marker: str = HEADLESS_MARKER,
 ) -> str:
