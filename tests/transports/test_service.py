@@ -465,3 +465,28 @@ async def test_serve_in_process_over_pipes_with_progress_from_a_worker_thread(
     assert progress[-1]["status"] == "success"
     [answer] = [m for m in messages if m.get("id") == "in-process"]
     assert output_of(answer["result"]["responses"][0]) == "crunched 3"
+
+
+def test_display_is_bounded_on_the_wire_and_small_values_pass_unchanged() -> None:
+    """A huge display (string or JSON) stays within 65,536 bytes; parts are untouched."""
+    from toolbatch import ToolCall, ToolCallResponse, ToolResult, Turn
+    from toolbatch.transports import dumps_json_line, json_string_bytes
+    from toolbatch.transports._service import batch_result
+
+    def turn_with(display: Any) -> Turn:
+        call = ToolCall(id="c", name="t")
+        response = ToolCallResponse.from_result(call, ToolResult(content="x", display=display))
+        return Turn(responses=[response], parts=response.parts)
+
+    huge_text = "line\n" * 40_000
+    [shown] = batch_result(turn_with(huge_text))["responses"]  # type: ignore[misc]
+    assert json_string_bytes(shown["display"]) <= 65_536
+    assert shown["display"].endswith("line\n")
+    huge_json = {"rows": [{"i": i, "text": "é" * 20} for i in range(5_000)]}
+    [shown] = batch_result(turn_with(huge_json))["responses"]  # type: ignore[misc]
+    assert isinstance(shown["display"], str)
+    assert json_string_bytes(shown["display"]) <= 65_536
+    small = {"files": 2, "names": ["a", "b"]}
+    [shown] = batch_result(turn_with(small))["responses"]  # type: ignore[misc]
+    assert shown["display"] == small
+    assert len(dumps_json_line(batch_result(turn_with(huge_text)))) < 70_000

@@ -25,8 +25,11 @@ Methods (params and results are JSON objects; field names are snake_case)::
 ``budget`` is in code points of model-facing text for that batch: a positive int, ``0`` to
 disable the budget, or ``null`` / absent for the service's default. ``parts`` are exactly
 what the model should receive (finalized against the budget, complete output persisted at
-most once); ``display`` is the rich user-facing value and is not budgeted. Internal state
-such as ``persisted_output_files`` never reaches the wire.
+most once); ``display`` is the rich user-facing value, not budgeted but bounded on the wire
+like every transport's display: a string is projected to 65,536 bytes of JSON (head and
+tail around a marker), and any other value whose JSON is larger becomes such a projected
+string of its JSON. Internal state such as ``persisted_output_files`` never reaches the
+wire.
 
 While a batch runs the service sends ``batch/progress`` notifications, every one before the
 batch's answer::
@@ -79,6 +82,7 @@ from toolbatch._wire import Part, ToolCall, ToolCallResponse, Turn, parts_adapte
 from toolbatch.errors import ConfigError
 from toolbatch.producers._base import ToolDeclaration
 from toolbatch.transports._headless import dumps_json_line
+from toolbatch.transports._json_string import HEADLESS_TOOL_RESULT_JSON_BYTES, project_json_string
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -110,6 +114,9 @@ METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 
+SERVICE_DISPLAY_JSON_BYTES: Final = HEADLESS_TOOL_RESULT_JSON_BYTES
+"""The most a response's ``display`` takes on the wire, in UTF-8 bytes of its JSON."""
+SERVICE_MARKER: Final = "\n[... truncated for the stdio service ...]\n"
 MAX_MESSAGE_BYTES: Final = 64 * 2**20
 """The longest request line accepted; a longer one is discarded and answered with -32600."""
 READ_CHUNK_BYTES: Final = 1 * 2**20
@@ -276,6 +283,19 @@ def _dump_parts(parts: Sequence[Part]) -> list[JsonValue]:
     return dumped
 
 
+def bounded_display(display: JsonValue) -> JsonValue:
+    """``display`` within ``SERVICE_DISPLAY_JSON_BYTES`` of JSON on the wire."""
+    if isinstance(display, str):
+        return project_json_string(display, SERVICE_DISPLAY_JSON_BYTES, SERVICE_MARKER)
+    if display is None or isinstance(display, bool | int | float):
+        return display
+    rendered = json.dumps(display, ensure_ascii=False)
+    if len(rendered) * 6 <= SERVICE_DISPLAY_JSON_BYTES:
+        return display  # cannot be over the bound: no byte count needed
+    projected = project_json_string(rendered, SERVICE_DISPLAY_JSON_BYTES, SERVICE_MARKER)
+    return display if projected is rendered else projected
+
+
 def batch_result(turn: Turn) -> dict[str, JsonValue]:
     """The ``batch/run`` result for a finalized turn (never ``persisted_output_files``)."""
     return {
@@ -285,7 +305,7 @@ def batch_result(turn: Turn) -> dict[str, JsonValue]:
                 "name": response.name,
                 "status": response.status,
                 "parts": _dump_parts(response.parts),
-                "display": response.display,
+                "display": bounded_display(response.display),
             }
             for response in turn.responses
         ],
