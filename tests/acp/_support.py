@@ -159,8 +159,8 @@ class RunningAgent:
             client_info=Implementation(name="toolbatch-tests", version="0"),
         )
 
-    async def new_session(self, cwd: Path) -> str:
-        response = await self.conn.new_session(cwd=str(cwd), mcp_servers=[])
+    async def new_session(self, cwd: Path, mcp_servers: Sequence[Any] = ()) -> str:
+        response = await self.conn.new_session(cwd=str(cwd), mcp_servers=list(mcp_servers))
         session_id: str = response.session_id
         return session_id
 

@@ -6,7 +6,10 @@ Every test spawns the agent as a subprocess and reads the frames it actually wro
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +318,41 @@ async def test_load_session_replays_the_transcript_and_the_session_goes_on(
 
     records = transcript_records(transcripts / f"{session}.jsonl")
     assert [r["type"] for r in records].count("tool_turn") == 2
+
+
+MCP_TEST_SERVER = Path(__file__).resolve().parents[1] / "mcp_server" / "server.py"
+
+
+def _processes_with_environment(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in environ:
+                found.append(int(entry))
+    return found
+
+
+async def test_the_editors_mcp_servers_are_started_for_the_session(tmp_path: Path) -> None:
+    """`session/new` mcpServers: the session starts them (with their env) and stops them."""
+    from acp.schema import EnvVariable, McpServerStdio
+
+    marker = f"acp-mcp-{uuid.uuid4().hex[:12]}"
+    server = McpServerStdio(
+        name="probe",
+        command=sys.executable,
+        args=[str(MCP_TEST_SERVER)],
+        env=[EnvVariable(name="TOOLBATCH_ACP_MARKER", value=marker)],
+    )
+    async with running_agent("--auto-approve", tmp_path=tmp_path) as agent:
+        await agent.new_session(tmp_path, mcp_servers=[server])
+        assert _processes_with_environment(f"TOOLBATCH_ACP_MARKER={marker}")
+    for _ in range(300):  # the server's group is stopped as the session closes
+        if not _processes_with_environment(f"TOOLBATCH_ACP_MARKER={marker}"):
+            break
+        await anyio.sleep(0.05)
+    else:
+        raise AssertionError("the session's MCP server outlived the agent")

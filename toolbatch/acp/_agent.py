@@ -198,6 +198,8 @@ class _Session:
     updates: MemoryObjectSendStream[_Outgoing] | None = None
     always_allowed: set[str] = field(default_factory=set)
     permission_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The MCP servers the editor asked this session to use (``mcpServers`` entries)."""
 
     def emit(self, update: SessionUpdate) -> None:
         """Queue ``update`` for the client, after everything queued before it."""
@@ -466,8 +468,9 @@ class AcpAgent:
         mcp_servers: Any = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        session = _Session(id=uuid.uuid4().hex, cwd=_session_cwd(cwd))
-        _note_ignored_servers(mcp_servers)
+        session = _Session(
+            id=uuid.uuid4().hex, cwd=_session_cwd(cwd), mcp_servers=_editor_servers(mcp_servers)
+        )
         await self._open(session, history=[])
         return NewSessionResponse(session_id=session.id)
 
@@ -480,8 +483,9 @@ class AcpAgent:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         path = self._transcript_path(session_id)
-        session = _Session(id=session_id, cwd=_session_cwd(cwd))
-        _note_ignored_servers(mcp_servers)
+        session = _Session(
+            id=session_id, cwd=_session_cwd(cwd), mcp_servers=_editor_servers(mcp_servers)
+        )
         entries, history = await anyio.to_thread.run_sync(_read_transcript, path)
         previous = self._sessions.get(session_id)
         if previous is not None:
@@ -596,7 +600,12 @@ class AcpAgent:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         artifacts = None if self._artifacts_dir is None else self._artifacts_dir / session.id
-        config = replace(self._config, session_id=session.id, artifacts_dir=artifacts)
+        config = replace(
+            self._config,
+            session_id=session.id,
+            artifacts_dir=artifacts,
+            mcp_servers=_session_servers(self._config.mcp_servers, session.mcp_servers),
+        )
         recorder = None
         if self._transcript_dir is not None:
             recorder = JsonlRecorder(
@@ -650,13 +659,42 @@ def _session_cwd(cwd: str) -> Path:
     return path
 
 
-def _note_ignored_servers(mcp_servers: Any) -> None:
-    if mcp_servers:
-        log.warning(
-            "acp.mcp_servers_ignored",
-            servers=len(mcp_servers),
-            hint="pass toolbatch acp --mcp-config FILE",
-        )
+def _editor_servers(mcp_servers: Any) -> dict[str, dict[str, Any]]:
+    """The editor's MCP servers (``session/new``'s ``mcpServers``) as ``mcpServers`` entries.
+
+    Stdio servers keep their command, arguments and environment; HTTP servers their URL
+    and headers. SSE servers (deprecated by MCP) are skipped with a warning.
+    """
+    entries: dict[str, dict[str, Any]] = {}
+    for server in mcp_servers or ():
+        data = server.model_dump() if hasattr(server, "model_dump") else dict(server)
+        name = str(data.get("name") or f"server{len(entries) + 1}")
+        if data.get("command"):
+            entries[name] = {
+                "command": data["command"],
+                "args": list(data.get("args") or []),
+                "env": {e["name"]: e["value"] for e in data.get("env") or []},
+            }
+        elif data.get("url") and data.get("type", "http") == "http":
+            entries[name] = {
+                "url": data["url"],
+                "headers": {h["name"]: h["value"] for h in data.get("headers") or []},
+            }
+        else:
+            log.warning("acp.mcp_server_skipped", server=name, reason="only stdio and http")
+    return entries
+
+
+def _session_servers(configured: Any, editor: dict[str, dict[str, Any]]) -> Any:
+    """``--mcp-config``'s servers plus the editor's (an editor entry wins on a name clash)."""
+    if not editor:
+        return configured
+    document: dict[str, Any] = {"mcpServers": {}}
+    if configured is not None:
+        with open(configured, encoding="utf-8") as file:
+            document = json.load(file)
+    document.setdefault("mcpServers", {}).update(editor)
+    return document
 
 
 def _read_transcript(path: Path) -> tuple[list[RecordedTurn], list[Message]]:
