@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-import aiofiles
 import aiofiles.os
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
 import structlog
 
@@ -44,7 +42,7 @@ log = structlog.get_logger("toolbatch.artifacts")
 DEFAULT_MAX_FILE_BYTES: Final = 64 * 2**20
 DEFAULT_MAX_TOTAL_BYTES: Final = 2**30
 WRITE_CHUNK_BYTES: Final = 8 * 2**20
-"""Bytes handed to the executor per write hop (coalesced; at least 1 MiB)."""
+"""Bytes per ``write`` system call inside the one executor hop that writes a file."""
 STREAM_FLUSH_BYTES: Final = 16 * 2**20
 """A streaming writer buffers this much before it is written (and hashed) off the loop."""
 PARALLEL_HASH_BYTES: Final = 1 * 2**20
@@ -115,14 +113,26 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _sync_and_publish(tmp: str, final: Path) -> None:
-    """fsync the closed temp file, then publish it (one executor hop for the lot)."""
-    fd = os.open(tmp, os.O_RDONLY)
+def _write_file(directory: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` to a temp file in ``directory``, fsync it, and publish it as ``name``."""
+    fd, tmp = _open_temp(directory)
     try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view[:WRITE_CHUNK_BYTES]) :]
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
-    _publish(tmp, final)
+        _unlink_quietly(tmp)
+        raise
+    os.close(fd)
+    final = directory / name
+    try:
+        _publish(tmp, final)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    return final
 
 
 def _publish(tmp: str, final: Path) -> None:
@@ -141,9 +151,8 @@ def _default_fallback_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"toolbatch-fallback-{os.getuid()}"
 
 
-_aopen_temp = aiofiles.os.wrap(_open_temp)
-_async_sync_and_publish = aiofiles.os.wrap(_sync_and_publish)
-_aunlink = aiofiles.os.wrap(_unlink_quietly)
+_awrite_file = aiofiles.os.wrap(_write_file)
+"""``_write_file`` on aiofiles' executor: one hop per file, whatever its size."""
 
 
 class ArtifactStore:
@@ -301,36 +310,12 @@ class ArtifactStore:
                 ) from fallback_error
 
     async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
-        # Each executor step is shielded: a cancelled await would leave its thread running
-        # with our fd (a write could land in a reused descriptor). Cancellation is checked
-        # between the steps instead, at most one chunk (8 MiB) late.
-        final = directory / name
+        # One executor hop writes, fsyncs and publishes the whole file. It is shielded (and
+        # bounded by the per-file cap): a cancelled await would leave the thread running
+        # with our fd; the cancellation arrives once the file is published or gone.
         with anyio.CancelScope(shield=True):
-            fd, tmp = await _aopen_temp(directory)
-            try:
-                file = await aiofiles.open(fd, "wb")
-            except BaseException:
-                os.close(fd)
-                _unlink_quietly(tmp)
-                raise
-        published = False
-        try:
-            view = memoryview(data)
-            for start in range(0, len(view), WRITE_CHUNK_BYTES):
-                await anyio.lowlevel.checkpoint()
-                with anyio.CancelScope(shield=True):
-                    await file.write(view[start : start + WRITE_CHUNK_BYTES])
-            await anyio.lowlevel.checkpoint()
-            with anyio.CancelScope(shield=True):
-                await file.close()
-                await _async_sync_and_publish(tmp, final)
-            published = True
-        finally:
-            if not published:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_S):
-                    await file.close()
-                    await _aunlink(tmp)
-        return final
+            path: Path = await _awrite_file(directory, name, data)
+        return path
 
     # -- streaming ------------------------------------------------------------------------
 
