@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from toolbatch._text import safe_prefix, safe_suffix
+
 __all__ = [
     "ARTIFACT_LINE_PREFIX",
     "HEAD_DIVISOR",
@@ -59,33 +61,6 @@ class Excerpt:
         return cls(text, text, len(text))
 
 
-def _is_high(char: str) -> bool:
-    return "\ud800" <= char <= "\udbff"
-
-
-def _is_low(char: str) -> bool:
-    return "\udc00" <= char <= "\udfff"
-
-
-def _prefix(text: str, size: int) -> str:
-    size = min(size, len(text))
-    if size <= 0:
-        return ""
-    if size < len(text) and _is_high(text[size - 1]) and _is_low(text[size]):
-        size -= 1
-    return text[:size]
-
-
-def _suffix(text: str, size: int) -> str:
-    size = min(size, len(text))
-    if size <= 0:
-        return ""
-    start = len(text) - size
-    if start > 0 and _is_low(text[start]) and _is_high(text[start - 1]):
-        start += 1
-    return text[start:]
-
-
 def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tuple[str, Excerpt]:
     """A preview of ``source`` of at most ``limit`` code points, and the excerpt it keeps.
 
@@ -117,13 +92,13 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
     if room > marker_room:
         content = room - marker_room
         head_size = content // HEAD_DIVISOR
-        tail = _suffix(source.tail, content - head_size)
+        tail = safe_suffix(source.tail, content - head_size)
     if not tail:
         # No room for a marker and a tail (or an excerpt without one): the head alone.
-        head = _prefix(source.head, room)
+        head = safe_prefix(source.head, room)
         kept = Excerpt(head, "", length)
         return (header + PREVIEW_SEPARATOR + head if head else header), kept
-    head = _prefix(source.head, head_size)
+    head = safe_prefix(source.head, head_size)
     omitted = length - len(head) - len(tail)
     preview = header + PREVIEW_SEPARATOR + head + omission_marker(omitted) + tail
     return preview, Excerpt(head, tail, length)

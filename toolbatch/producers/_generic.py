@@ -13,6 +13,7 @@ from typing import Final
 
 import structlog
 
+from toolbatch._text import safe_prefix, safe_suffix
 from toolbatch._wire import Part, TextPart, ToolCall, ToolResult
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ToolbatchError
@@ -26,27 +27,13 @@ GENERIC_PREVIEW_CHARS: Final = 2_000
 _MARKER: Final = "\n[... output truncated ...]\n"
 
 
-def _is_pair_split(text: str, index: int) -> bool:
-    """Whether cutting ``text`` at ``index`` separates a high surrogate from its low half."""
-    return (
-        0 < index < len(text)
-        and "\ud800" <= text[index - 1] <= "\udbff"
-        and "\udc00" <= text[index] <= "\udfff"
-    )
-
-
 def preview_text(text: str, chars: int) -> str:
     """About ``chars`` characters of ``text``: its head and its tail around a marker."""
     if len(text) <= chars:
         return text
     room = max(0, chars - len(_MARKER))
     head = room // 2
-    if _is_pair_split(text, head):
-        head -= 1
-    tail_start = len(text) - (room - head)
-    if _is_pair_split(text, tail_start):
-        tail_start += 1
-    return f"{text[:head]}{_MARKER}{text[tail_start:]}"
+    return f"{safe_prefix(text, head)}{_MARKER}{safe_suffix(text, room - head)}"
 
 
 def _model_text(result: ToolResult) -> tuple[str, list[Part]] | None:

@@ -20,6 +20,7 @@ from typing import Final
 
 from pydantic_core import PydanticSerializationError, to_json
 
+from toolbatch._text import splits_pair
 from toolbatch.errors import ConfigError
 
 __all__ = [
@@ -140,7 +141,7 @@ def _chunks(s: str, size: int) -> Iterator[tuple[int, int]]:
     start = 0
     while start < length:
         end = start + size
-        if _splits_pair(s, end):
+        if splits_pair(s, end):
             end += 1
         yield start, min(end, length)
         start = end
@@ -158,19 +159,6 @@ def _surrogate_payload_bytes(s: str) -> int:
     return total
 
 
-def _is_high(ch: str) -> bool:
-    return "\ud800" <= ch <= "\udbff"
-
-
-def _is_low(ch: str) -> bool:
-    return "\udc00" <= ch <= "\udfff"
-
-
-def _splits_pair(s: str, index: int) -> bool:
-    """Whether cutting ``s`` before ``index`` separates a high surrogate from its low one."""
-    return 0 < index < len(s) and _is_high(s[index - 1]) and _is_low(s[index])
-
-
 def _fit_prefix(s: str, budget: int) -> tuple[int, int]:
     """The end of the longest prefix of ``s`` within ``budget`` payload bytes, and its bytes.
 
@@ -185,7 +173,7 @@ def _fit_prefix(s: str, budget: int) -> tuple[int, int]:
     step = min(budget, length)
     while step > 0:
         stop = min(end + step, length)
-        if _splits_pair(s, stop):
+        if splits_pair(s, stop):
             stop = stop - 1 if stop - 1 > end else stop + 1
         cost = _payload_bytes(s[end:stop])
         if used + cost <= budget:
@@ -204,7 +192,7 @@ def _fit_suffix(s: str, budget: int, *, floor: int) -> int:
     step = min(budget, start - floor)
     while step > 0:
         begin = max(start - step, floor)
-        if _splits_pair(s, begin):
+        if splits_pair(s, begin):
             begin = begin + 1 if begin + 1 < start else begin - 1
             if begin < floor:
                 step //= 2

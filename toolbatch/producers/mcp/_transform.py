@@ -26,6 +26,7 @@ import mcp_types as types
 import structlog
 from pydantic import JsonValue
 
+from toolbatch._text import safe_prefix
 from toolbatch._wire import InlineData, InlineDataPart, Part, TextPart, ToolCall, ToolResult
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ArtifactError
@@ -77,7 +78,7 @@ def _describe_resource(block: types.EmbeddedResource) -> str:
 
 
 def _preview(text: str, preview_chars: int) -> str:
-    head = text[:preview_chars]
+    head = safe_prefix(text, preview_chars)
     cut = head.rfind("\n")
     if cut >= preview_chars // 2:
         head = head[:cut]
