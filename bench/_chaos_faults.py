@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -54,7 +54,7 @@ from toolbatch import (
     default_registry,
     tool,
 )
-from toolbatch.artifacts import CLEANUP_S, _digest_prefix
+from toolbatch.artifacts import _digest_prefix
 from toolbatch.hooks import CommandHook, PostToolBatchInput, PostToolBatchOutput
 from toolbatch.producers import ProducerContext, ToolDeclaration
 
@@ -158,19 +158,6 @@ class ChaosStore(ArtifactStore):
             return await super()._write_atomic(DENIED_DIR, name, data)
         return await super()._write_atomic(directory, name, data)
 
-    @contextlib.asynccontextmanager
-    async def open_stream(
-        self, call_id: str, tool_name: str, *, suffix: str = ".txt"
-    ) -> AsyncIterator[ArtifactStream]:
-        # The library's open_stream with the stream class swapped for _ChaosStream.
-        stream = _ChaosStream(self, call_id, tool_name, suffix)
-        try:
-            yield stream
-        finally:
-            if not stream.committed:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_S):
-                    await stream.discard()
-
 
 class _ChaosStream(ArtifactStream):
     __slots__ = ()
@@ -192,6 +179,9 @@ class _ChaosStream(ArtifactStream):
         assert isinstance(store, ChaosStore)
         store.owners.setdefault(path, (self.call_id, self.tool_name))
         return path
+
+
+ChaosStore.stream_class = _ChaosStream
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,16 +70,19 @@ def safe_name_component(value: str, max_chars: int = MAX_ID_CHARS) -> str:
     return cleaned[:max_chars] or "_"
 
 
-def _encode(text: str) -> bytes:
-    # Lone surrogates cannot be UTF-8; keep them visible as \udXXX instead of failing.
-    return text.encode("utf-8", "backslashreplace")
-
-
 def _digest_prefix(call_id: str) -> hashlib._Hash:
     hasher = hashlib.sha256(b"toolbatch-artifact\0")
     hasher.update(call_id.encode("utf-8", "surrogatepass"))
     hasher.update(b"\0")
     return hasher
+
+
+def _encode_and_hash(call_id: str, text: str) -> tuple[bytes, hashlib._Hash]:
+    # Lone surrogates cannot be UTF-8; keep them visible as \udXXX instead of failing.
+    data = text.encode("utf-8", "backslashreplace")
+    hasher = _digest_prefix(call_id)
+    hasher.update(data)
+    return data, hasher
 
 
 def _existing_size(path: Path) -> int | None:
@@ -170,6 +173,10 @@ class ArtifactStore:
     in chunks.
     """
 
+    stream_class: type[ArtifactStream]
+    """The streaming writer ``open_stream`` makes (a subclass may swap it, e.g. to inject
+    faults)."""
+
     def __init__(
         self,
         root: str | os.PathLike[str],
@@ -259,11 +266,9 @@ class ArtifactStore:
                 written; it carries both causes.
         """
         if len(text) <= INLINE_ENCODE_CHARS:
-            data = _encode(text)
-            hasher = _digest_prefix(call_id)
-            hasher.update(data)
+            data, hasher = _encode_and_hash(call_id, text)
         else:
-            data, hasher = await anyio.to_thread.run_sync(self._encode_and_hash, call_id, text)
+            data, hasher = await anyio.to_thread.run_sync(_encode_and_hash, call_id, text)
         name = self.artifact_name(call_id, tool_name, hasher.hexdigest())
         while (pending := self._inflight.get(name)) is not None:
             await pending.wait()
@@ -284,13 +289,6 @@ class ArtifactStore:
         self._written.append(path)
         log.debug("artifacts.persisted", path=str(path), bytes=len(data), call_id=call_id)
         return path
-
-    @staticmethod
-    def _encode_and_hash(call_id: str, text: str) -> tuple[bytes, hashlib._Hash]:
-        data = _encode(text)
-        hasher = _digest_prefix(call_id)
-        hasher.update(data)
-        return data, hasher
 
     async def _write_with_fallback(self, name: str, data: bytes) -> Path:
         try:
@@ -328,7 +326,7 @@ class ArtifactStore:
         ``await stream.write(chunk)`` as bytes arrive, then ``await stream.commit()`` once
         for the path. Leaving the block without committing discards what was written.
         """
-        stream = ArtifactStream(self, call_id, tool_name, suffix)
+        stream = self.stream_class(self, call_id, tool_name, suffix)
         try:
             yield stream
         finally:
@@ -346,7 +344,7 @@ class _StreamFile:
 
 @dataclass(slots=True, eq=False)
 class ArtifactStream:
-    """Appends output chunks to one artifact, coalesced to ≥ 1 MiB per executor hop.
+    """Appends output chunks to one artifact, written ``STREAM_FLUSH_BYTES`` at a time.
 
     It keeps at most the store's per-file cap (and what the per-store cap leaves); the rest
     is counted in ``bytes_dropped`` with the cap that stopped it in ``dropped_by``.
@@ -370,7 +368,7 @@ class ArtifactStream:
     _primary_error: OSError | None = None
 
     async def write(self, chunk: bytes) -> None:
-        """Append ``chunk``; it is written to disk once ≥ 1 MiB has been buffered."""
+        """Append ``chunk``; it is written once ``STREAM_FLUSH_BYTES`` have been buffered."""
         if self.committed:
             raise RuntimeError("write() after commit(): the artifact is already published")
         self.bytes_received += len(chunk)
@@ -547,3 +545,6 @@ class ArtifactStream:
         self._buffered = 0
         if self._file is not None or self._reserved:
             await anyio.to_thread.run_sync(self._close_and_remove)
+
+
+ArtifactStore.stream_class = ArtifactStream

@@ -81,6 +81,10 @@ class Registry:
         """The function declarations to give the model, in registration order."""
         return [producer.declaration for producer in self._producers.values()]
 
+    def producers(self) -> dict[str, Producer]:
+        """Tool names to producers, in registration order (a copy)."""
+        return dict(self._producers)
+
     def names(self) -> list[str]:
         """Registered tool names, in registration order."""
         return list(self._producers)

@@ -66,8 +66,8 @@ ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool]]
 class BatchObserver(Protocol):
     """Live events of a running batch, for display (never what the model receives).
 
-    Every method is optional to implement in spirit: subclass ``NullObserver`` or give an
-    object with these methods. Exceptions raised by an observer are logged and ignored.
+    Any method may be left out: the scheduler calls only those an observer has.
+    Exceptions raised by an observer are logged and ignored.
     """
 
     def call_started(self, call: ToolCall) -> None:
@@ -80,17 +80,14 @@ class BatchObserver(Protocol):
         """A call ended; ``response`` is its response before finalization (display use)."""
 
 
-def _check_positive(name: str, value: object, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
+def _check_positive(name: str, value: object) -> None:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or math.isnan(value)
         or value <= 0
     ):
-        fix = " or None to disable" if allow_none else ""
-        raise ConfigError(f"{name} must be a positive number{fix}, got {value!r}")
+        raise ConfigError(f"{name} must be a positive number, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +163,7 @@ class _Plan:
     """One call's place in the batch and, once known, its response."""
 
     ordinal: int
-    call: ToolCall | None
+    call: ToolCall
     producer: Producer | None = None
     response: ToolCallResponse | None = None
     kind: ResponseKind = "executed"
@@ -232,7 +229,7 @@ class ToolScheduler:
         await stack.__aenter__()
         try:
             self._store = self._make_store()
-            self._producers = {name: self.registry.get(name) for name in self.registry}  # type: ignore[misc]
+            self._producers = self.registry.producers()
             if self.config.mcp_servers is not None:
                 from toolbatch.producers.mcp import McpServers, load_mcp_config
 
@@ -412,7 +409,6 @@ class ToolScheduler:
             if aborted.is_set():
                 return  # the rest are answered as cancelled once the batch ends
             call, producer = plan.call, plan.producer
-            assert call is not None
             assert producer is not None
             with anyio.CancelScope() as scope:
                 plan.scope = scope
@@ -425,7 +421,6 @@ class ToolScheduler:
     ) -> None:
         """The response of a call whose task was cancelled (abort or deadline)."""
         call = plan.call
-        assert call is not None
         if plan.context is not None:
             plan.context.cancelled.set()
         if plan.timed_out or not aborted:
