@@ -39,12 +39,24 @@ __all__ = [
     "Recorder",
     "ResponseKind",
     "load_session",
+    "response_kind",
 ]
 
 log = structlog.get_logger("toolbatch.recorder")
 
 ResponseKind: TypeAlias = Literal["executed", "duplicate", "skipped", "cancelled", "synthetic"]
 """How a response came to be in a turn."""
+
+
+def response_kind(response: ToolCallResponse) -> ResponseKind:
+    """The kind of a response, read from its status (and, for a call that never ran and
+    was answered in place, its error type)."""
+    if response.status in ("cancelled", "duplicate", "skipped"):
+        return response.status
+    if response.error_type in ("unknown_tool", "invalid_call"):
+        return "synthetic"
+    return "executed"
+
 
 RECORD_VERSION: Final = 1
 _SCAN_BLOCK_BYTES: Final = 1 << 16

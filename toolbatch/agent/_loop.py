@@ -28,7 +28,7 @@ import structlog
 from toolbatch._wire import FunctionResponsePart, Part, TextPart, ToolCall, ToolCallResponse, Turn
 from toolbatch.agent._messages import Message, Model, ModelReply
 from toolbatch.finalize import enforce_send_budget
-from toolbatch.recorder import JsonlRecorder, ResponseKind, load_session
+from toolbatch.recorder import JsonlRecorder, ResponseKind, load_session, response_kind
 from toolbatch.scheduler import ApprovalCallback, BatchObserver, ToolScheduler, TurnAssembler
 
 __all__ = [
@@ -135,14 +135,6 @@ def _plan_turn(
     return plan
 
 
-def _kind_of(response: ToolCallResponse) -> ResponseKind:
-    if response.status == "cancelled":
-        return "cancelled"
-    if response.status == "duplicate":
-        return "duplicate"
-    return "executed"
-
-
 @dataclass(frozen=True, slots=True)
 class HeadlessRuntime:
     """Runs every call of a turn through the scheduler and finalizes the turn once.
@@ -174,7 +166,7 @@ class HeadlessRuntime:
                 plan.executable, abort=abort, observer=observer, record=False
             )
             for call, response in zip(plan.executable, executed.responses, strict=True):
-                assembler.add(response, ordinal=call.ordinal, kind=_kind_of(response))
+                assembler.add(response, ordinal=call.ordinal, kind=response_kind(response))
         turn = await assembler.complete()
         return turn, True
 
@@ -215,7 +207,7 @@ class InteractiveRuntime:
         # Responses arrive without ordinals, as a UI receives them; the assembler places
         # each at the earliest unfilled position of its call id.
         for response in executed:
-            assembler.add(response, kind=_kind_of(response))
+            assembler.add(response, kind=response_kind(response))
         for _, response, kind in plan.answered:
             assembler.add(response, kind=kind)
         turn = await assembler.complete()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from toolbatch._wire import Turn
 from toolbatch.agent._loop import AgentLoop, AgentOutcome, HeadlessRuntime
 from toolbatch.agent._messages import Message, Model
-from toolbatch.recorder import ResponseKind
+from toolbatch.recorder import response_kind
 
 __all__ = ["Speculation", "accept", "speculate"]
 
@@ -59,16 +59,6 @@ async def speculate(loop: AgentLoop, prompt: str, *, model: Model | None = None)
     )
 
 
-def _kinds(turn: Turn) -> list[ResponseKind]:
-    kinds: list[ResponseKind] = []
-    for response in turn.responses:
-        if response.status in ("cancelled", "duplicate", "skipped"):
-            kinds.append(response.status)
-        else:
-            kinds.append("executed")
-    return kinds
-
-
 async def accept(loop: AgentLoop, speculation: Speculation) -> AgentOutcome:
     """Adopt a speculation: record its messages and turns and append them to the session.
 
@@ -85,7 +75,9 @@ async def accept(loop: AgentLoop, speculation: Speculation) -> AgentOutcome:
         if message.role == "tool":
             turn = next(turns)
             if loop.recorder is not None:
-                await loop.recorder.record_turn(turn, kinds=_kinds(turn))
+                await loop.recorder.record_turn(
+                    turn, kinds=[response_kind(r) for r in turn.responses]
+                )
         elif loop.recorder is not None:
             await loop.recorder.record_message(
                 "model" if message.role == "model" else "user",

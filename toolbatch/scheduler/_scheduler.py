@@ -36,7 +36,7 @@ from toolbatch.hooks import (
 from toolbatch.hooks._command import DEFAULT_HOOK_TIMEOUT_S
 from toolbatch.producers._base import Producer, ProducerContext, ToolDeclaration
 from toolbatch.producers._generic import apply_output_threshold
-from toolbatch.recorder import Recorder, ResponseKind
+from toolbatch.recorder import Recorder, response_kind
 from toolbatch.scheduler._assembler import TurnAssembler
 from toolbatch.scheduler._registry import Registry
 
@@ -166,7 +166,6 @@ class _Plan:
     call: ToolCall
     producer: Producer | None = None
     response: ToolCallResponse | None = None
-    kind: ResponseKind = "executed"
     scope: anyio.CancelScope | None = None
     context: ProducerContext | None = None
     deadline: float | None = None
@@ -343,7 +342,6 @@ class ToolScheduler:
             plan = _Plan(ordinal=ordinal, call=call)
             if problem is not None:
                 plan.response = ToolCallResponse.failed(call, problem, error_type="invalid_call")
-                plan.kind = "synthetic"
             elif call.id in seen:
                 plan.response = ToolCallResponse.failed(
                     call,
@@ -352,7 +350,6 @@ class ToolScheduler:
                     status="duplicate",
                     error_type="duplicate_call",
                 )
-                plan.kind = "duplicate"
             else:
                 producer = self._producers.get(call.name)
                 if producer is None:
@@ -362,7 +359,6 @@ class ToolScheduler:
                         f"unknown tool {call.name!r}; available tools: {known}",
                         error_type="unknown_tool",
                     )
-                    plan.kind = "synthetic"
                 else:
                     plan.producer = producer
             seen.add(call.id)
@@ -436,7 +432,6 @@ class ToolScheduler:
                 status="cancelled",
                 error_type="cancelled",
             )
-            plan.kind = "cancelled"
         if observer is not None:
             _safe_notify(getattr(observer, "call_finished", None), call, plan.response)
 
@@ -521,7 +516,7 @@ class ToolScheduler:
         calls: list[ToolCall | None] = []
         for plan in plans:
             assert plan.response is not None
-            assembler.add(plan.response, ordinal=plan.ordinal, kind=plan.kind)
+            assembler.add(plan.response, ordinal=plan.ordinal, kind=response_kind(plan.response))
             calls.append(plan.call)
         hooks = self.config.hooks
 
