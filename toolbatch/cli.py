@@ -477,8 +477,8 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
         from toolbatch.producers.mcp import load_mcp_config
 
         load_mcp_config(args.mcp_config)  # bad documents are usage errors, found early
+    # No batch_budget here: every batch is run with its own (run_batch(budget=...)).
     return SchedulerConfig(
-        batch_budget=None,
         concurrency=args.concurrency,
         call_timeout=args.timeout,
         artifacts_dir=args.artifacts_dir,

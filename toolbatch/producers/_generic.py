@@ -14,7 +14,7 @@ from typing import Final
 import structlog
 
 from toolbatch._text import safe_prefix, safe_suffix
-from toolbatch._wire import Part, TextPart, ToolCall, ToolResult
+from toolbatch._wire import FunctionResponsePart, Part, TextPart, ToolCall, ToolResult
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ToolbatchError
 
@@ -45,7 +45,7 @@ def _model_text(result: ToolResult) -> tuple[str, list[Part]] | None:
     for part in result.content:
         if isinstance(part, TextPart):
             texts.append(part.text)
-        elif hasattr(part, "function_response"):
+        elif isinstance(part, FunctionResponsePart):
             return None
         else:
             others.append(part)
