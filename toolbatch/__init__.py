@@ -7,6 +7,7 @@ bounded response.
 """
 
 from toolbatch._wire import (
+    BatchObserver,
     FileData,
     FileDataPart,
     FunctionResponse,
@@ -18,6 +19,7 @@ from toolbatch._wire import (
     TextPart,
     ToolCall,
     ToolCallResponse,
+    ToolDeclaration,
     ToolFailure,
     ToolResult,
     Turn,
@@ -36,7 +38,7 @@ from toolbatch.errors import (
     ToolRegistrationError,
 )
 from toolbatch.logs import configure_logging
-from toolbatch.producers._function import FunctionTool, tool
+from toolbatch.producers import FunctionTool, Producer, ProducerContext, tool
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
     Registry,
@@ -54,6 +56,7 @@ __all__ = [
     "ArtifactStore",
     "ArtifactStream",
     "ArtifactWriteError",
+    "BatchObserver",
     "ConfigError",
     "FileData",
     "FileDataPart",
@@ -66,6 +69,8 @@ __all__ = [
     "McpConfigError",
     "McpError",
     "Part",
+    "Producer",
+    "ProducerContext",
     "RecordedTurn",
     "RecorderError",
     "Registry",
@@ -74,6 +79,7 @@ __all__ = [
     "TextPart",
     "ToolCall",
     "ToolCallResponse",
+    "ToolDeclaration",
     "ToolFailure",
     "ToolRegistrationError",
     "ToolResult",

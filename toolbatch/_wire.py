@@ -8,7 +8,7 @@ serialization, and a response rebuilt from its wire form does not have it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Final, Literal, Protocol, TypeAlias, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 __all__ = [
+    "BatchObserver",
     "FileData",
     "FileDataPart",
     "FunctionResponse",
@@ -35,6 +36,7 @@ __all__ = [
     "TextPart",
     "ToolCall",
     "ToolCallResponse",
+    "ToolDeclaration",
     "ToolFailure",
     "ToolResult",
     "Turn",
@@ -202,6 +204,9 @@ class ToolCall(BaseModel):
         ordinal: the call's position in the model's call list; ``None`` means its index in
             the list handed to ``run_batch``.
         prompt_id: the prompt this call answers, if the agent tracks one.
+        invalid: why the model's call could not be read (its arguments were not a JSON
+            object, say), or ``None``. An invalid call is never run: the scheduler answers
+            it in place with an ``invalid_args`` error response carrying this reason.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -211,6 +216,7 @@ class ToolCall(BaseModel):
     args: dict[str, JsonValue] = Field(default_factory=dict)
     ordinal: int | None = None
     prompt_id: str | None = None
+    invalid: str | None = None
 
 
 class ToolFailure(BaseModel):
@@ -426,9 +432,67 @@ def _result_parts(
 
 
 class Turn(BaseModel):
-    """One finalized batch: the responses in ordinal order and the flattened parts to send."""
+    """One completed batch: what the model receives, and what was recorded.
+
+    Attributes:
+        responses: one per call, in the model's call order.
+        parts: every part to send, in order: each response's parts, then the turn's own
+            top-level text parts (``context_parts``: hook context, the stop reason).
+        stop_reason: set when a hook stopped the agent after this turn (its reason, also
+            the last context part); the results are kept and recorded, and an agent loop
+            ends the prompt instead of asking the model again.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     responses: list[ToolCallResponse]
     parts: list[Part]
+    stop_reason: str | None = None
+
+    @property
+    def context_parts(self) -> list[Part]:
+        """The parts after the responses' own: text that belongs to the batch, not a tool."""
+        return self.parts[sum(len(response.parts) for response in self.responses) :]
+
+
+class ToolDeclaration(BaseModel):
+    """How a tool is declared to the model: name, description and JSON schema of its args.
+
+    Attributes:
+        name: the tool name the model calls.
+        description: what the tool does, for the model.
+        input_schema: a JSON schema (an object schema) for the call's ``args``.
+        needs_permission: whether an interactive front end (ACP) asks the user first.
+        read_only: whether the tool only reads (speculative runs may run it ahead of time).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    input_schema: dict[str, JsonValue] = Field(default_factory=lambda: _empty_object_schema())
+    needs_permission: bool = Field(default=False, exclude=True)
+    read_only: bool = Field(default=False, exclude=True)
+
+
+def _empty_object_schema() -> dict[str, JsonValue]:
+    return {"type": "object", "properties": {}}
+
+
+class BatchObserver(Protocol):
+    """Live events of a running batch, for display (never what the model receives).
+
+    Every call of a batch is reported exactly once: ``call_started`` then
+    ``call_finished``, calls answered in place (unknown tool, invalid or duplicate call,
+    denied) included. Any method may be left out: only those an observer has are called.
+    Exceptions raised by an observer are logged and ignored.
+    """
+
+    def call_started(self, call: ToolCall) -> None:
+        """A call began (after approval, when it needed one), or is answered in place."""
+
+    def call_progress(self, call: ToolCall, message: str) -> None:
+        """A running call reported progress."""
+
+    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
+        """A call ended; ``response`` is its response before finalization (display use)."""

@@ -64,12 +64,12 @@ from toolbatch._wire import (
     TextPart,
     ToolCall,
     ToolCallResponse,
+    ToolDeclaration,
     Turn,
 )
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
 from toolbatch.logs import configure_logging
-from toolbatch.producers._base import ToolDeclaration
 from toolbatch.recorder import JsonlRecorder
 from toolbatch.scheduler import (
     DEFAULT_CALL_TIMEOUT_CEILING_S,

@@ -60,7 +60,7 @@ from acp.schema import (
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 import toolbatch
-from toolbatch._wire import ToolCall, ToolCallResponse, Turn, parts_adapter
+from toolbatch._wire import ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,
@@ -87,7 +87,6 @@ from toolbatch.agent import (
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
 from toolbatch.logs import configure_logging
-from toolbatch.producers._base import ToolDeclaration
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
     DEFAULT_CALL_TIMEOUT_CEILING_S,

@@ -28,10 +28,10 @@ from toolbatch._wire import (
     InlineDataPart,
     TextPart,
     ToolCall,
+    ToolDeclaration,
 )
 from toolbatch.agent._messages import Message, ModelReply, text_of
 from toolbatch.errors import ConfigError, ToolbatchError
-from toolbatch.producers._base import ToolDeclaration
 
 __all__ = ["DEFAULT_OPENAI_BASE_URL", "ModelError", "OpenAIChatModel"]
 

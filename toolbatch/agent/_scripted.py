@@ -14,9 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
-from toolbatch._wire import FunctionResponsePart, ToolCall
+from toolbatch._wire import FunctionResponsePart, ToolCall, ToolDeclaration
 from toolbatch.agent._messages import Message, ModelReply, text_of
-from toolbatch.producers._base import ToolDeclaration
 
 __all__ = ["COMMAND_PREFIX", "ScriptStep", "ScriptedModel"]
 

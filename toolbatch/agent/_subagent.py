@@ -11,10 +11,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Final
 
-from toolbatch._wire import ToolCall, ToolResult
+from toolbatch._wire import ToolCall, ToolDeclaration, ToolResult
 from toolbatch.agent._loop import AgentLoop, HeadlessRuntime
 from toolbatch.agent._messages import Model
-from toolbatch.producers._base import ProducerContext, ToolDeclaration
+from toolbatch.producers import ProducerContext
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
 __all__ = ["DEFAULT_SUBAGENT_MAX_TURNS", "SubagentTool"]

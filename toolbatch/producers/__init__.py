@@ -7,13 +7,16 @@ from ._base import (
     ProgressCallback,
     ToolDeclaration,
 )
+from ._function import FunctionTool, tool
 from ._shell import ShellProducer
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
+    "FunctionTool",
     "Producer",
     "ProducerContext",
     "ProgressCallback",
     "ShellProducer",
     "ToolDeclaration",
+    "tool",
 ]

@@ -13,9 +13,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import anyio
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from toolbatch._wire import ToolCall, ToolResult
+from toolbatch._wire import ToolCall, ToolDeclaration, ToolResult
 from toolbatch.artifacts import ArtifactStore
 
 __all__ = [
@@ -28,30 +27,6 @@ __all__ = [
 
 DEFAULT_CALL_TIMEOUT_S: Final = 120.0
 """The timeout of a call whose producer and configuration set none."""
-
-
-def _empty_object_schema() -> dict[str, JsonValue]:
-    return {"type": "object", "properties": {}}
-
-
-class ToolDeclaration(BaseModel):
-    """How a tool is declared to the model: name, description and JSON schema of its args.
-
-    Attributes:
-        name: the tool name the model calls.
-        description: what the tool does, for the model.
-        input_schema: a JSON schema (an object schema) for the call's ``args``.
-        needs_permission: whether an interactive front end (ACP) asks the user first.
-        read_only: whether the tool only reads (speculative runs may run it ahead of time).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(min_length=1)
-    description: str = ""
-    input_schema: dict[str, JsonValue] = Field(default_factory=_empty_object_schema)
-    needs_permission: bool = Field(default=False, exclude=True)
-    read_only: bool = Field(default=False, exclude=True)
 
 
 ProgressCallback = Callable[[str], None]

@@ -16,13 +16,20 @@ import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol, Self
+from typing import Any, Final, Literal, Self
 
 import anyio
 import structlog
 from pydantic import ValidationError
 
-from toolbatch._wire import ToolCall, ToolCallResponse, ToolResult, Turn
+from toolbatch._wire import (
+    BatchObserver,
+    ToolCall,
+    ToolCallResponse,
+    ToolDeclaration,
+    ToolResult,
+    Turn,
+)
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, DEFAULT_LIFECYCLE_REMINDERS
@@ -34,7 +41,7 @@ from toolbatch.hooks import (
     run_post_tool_batch_hooks,
 )
 from toolbatch.hooks._command import DEFAULT_HOOK_TIMEOUT_S
-from toolbatch.producers._base import Producer, ProducerContext, ToolDeclaration
+from toolbatch.producers._base import Producer, ProducerContext
 from toolbatch.producers._generic import apply_output_threshold
 from toolbatch.recorder import Recorder, response_kind
 from toolbatch.scheduler._assembler import TurnAssembler
@@ -61,23 +68,6 @@ DEADLINE_POLL_S: Final = 0.1
 
 ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool]]
 """Asked before a tool whose declaration needs permission runs; ``False`` rejects it."""
-
-
-class BatchObserver(Protocol):
-    """Live events of a running batch, for display (never what the model receives).
-
-    Any method may be left out: the scheduler calls only those an observer has.
-    Exceptions raised by an observer are logged and ignored.
-    """
-
-    def call_started(self, call: ToolCall) -> None:
-        """A call began running (after approval, when it needed one)."""
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        """A running call reported progress."""
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        """A call ended; ``response`` is its response before finalization (display use)."""
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -342,6 +332,12 @@ class ToolScheduler:
             plan = _Plan(ordinal=ordinal, call=call)
             if problem is not None:
                 plan.response = ToolCallResponse.failed(call, problem, error_type="invalid_call")
+            elif call.invalid is not None:
+                plan.response = ToolCallResponse.failed(
+                    call,
+                    f"invalid tool call {call.name!r}: {call.invalid}",
+                    error_type="invalid_args",
+                )
             elif call.id in seen:
                 plan.response = ToolCallResponse.failed(
                     call,

@@ -78,9 +78,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from toolbatch._wire import Part, ToolCall, ToolCallResponse, Turn, parts_adapter
+from toolbatch._wire import Part, ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.errors import ConfigError
-from toolbatch.producers._base import ToolDeclaration
 from toolbatch.transports._headless import dumps_json_line
 from toolbatch.transports._json_string import HEADLESS_TOOL_RESULT_JSON_BYTES, project_json_string
 
