@@ -84,12 +84,18 @@ class FunctionResponsePart(BaseModel):
 
 
 class InlineData(BaseModel):
-    """Inline media: ``{"mimeType": str, "data": <base64 str>}``."""
+    """Inline media: ``{"mimeType": str, "data": <base64 str>}``.
+
+    ``persisted_file`` is internal, like ``persisted_output_files``: where the finalizer
+    saved these bytes once (``None``: not saved), so a model API that cannot take them
+    inline is sent a reference to that file instead. Never serialized.
+    """
 
     model_config = _PART_CONFIG
 
     mime_type: str = Field(alias="mimeType")
     data: str
+    persisted_file: Path | None = Field(default=None, exclude=True, repr=False)
 
 
 class InlineDataPart(BaseModel):
