@@ -22,7 +22,7 @@ import structlog
 from tests.cli._support import TOOLBATCH, processes_with, run_toolbatch, write_mcp_config
 from tests.transports.strategies import reference_payload_bytes
 from toolbatch import load_session, parts_adapter
-from toolbatch.cli import _split_acp, main
+from toolbatch.cli import main
 from toolbatch.transports import HEADLESS_MARKER, HEADLESS_TOOL_RESULT_JSON_BYTES
 
 LIMIT = HEADLESS_TOOL_RESULT_JSON_BYTES
@@ -392,29 +392,24 @@ def test_demo_prints_its_account_and_exits_0(tmp_path: Path) -> None:
     assert (tmp_path / "build.log").read_text().count("\n") == 3_000
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        pytest.param(["acp", "--auto-approve"], ([], ["--auto-approve"]), id="flags"),
-        pytest.param(
-            ["--log-level", "debug", "acp", "--x", "y"],
-            (["--log-level", "debug"], ["--x", "y"]),
-            id="global-option",
-        ),
-        pytest.param(["acp"], ([], []), id="bare"),
-        pytest.param(["run", "acp"], None, id="a-batch-named-acp"),
-        pytest.param(["serve"], None, id="other-command"),
-    ],
-)
-def test_acp_takes_the_remaining_arguments(argv: list[str], expected: Any) -> None:
-    """``toolbatch acp ...`` hands every argument after ``acp`` to the ACP agent."""
-    assert _split_acp(argv) == expected
+@pytest.mark.parametrize("command", ["run", "serve", "acp"])
+def test_runtime_flags_are_the_same_for_run_serve_and_acp(
+    in_process: None, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config`` and
+    ``--artifacts-dir`` mean the same thing, with the same checks, on every command."""
+    assert main([command, "--help"]) == 0
+    usage = capsys.readouterr().out
+    for flag in ("--budget", "--concurrency", "--timeout", "--mcp-config", "--artifacts-dir"):
+        assert flag in usage
+    assert main([command, "--concurrency", "0"]) == 2
+    assert "must be a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_acp_hands_its_arguments_to_the_acp_agent(
     in_process: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``toolbatch acp --help`` is answered by the ACP agent's own option parser."""
+    """``toolbatch acp --help`` lists the ACP flags beside the runtime ones."""
     assert main(["acp", "--help"]) == 0
     usage = capsys.readouterr().out
     assert usage.startswith("usage: toolbatch acp")

@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"producers", "finalize", "hooks", "transports"},
     {"recorder", "scheduler"},
     {"agent", "testing"},
-    {"acp"},
+    {"service", "acp"},
     {"cli", "_demo", "_demo_mcp_server", "__init__"},
 ]
 SIBLING_RULES = {
@@ -26,6 +26,8 @@ SIBLING_RULES = {
     "hooks": {"producers", "finalize", "transports"},
     "transports": {"finalize", "hooks"},
     "recorder": {"scheduler"},
+    "service": {"acp"},
+    "acp": {"service"},
 }
 
 
@@ -82,3 +84,28 @@ def test_module_imports_only_from_its_layer_or_below(module: Path) -> None:
         assert imported not in SIBLING_RULES.get(own, set()), (
             f"{module.relative_to(PACKAGE)} imports its peer toolbatch.{imported}"
         )
+
+
+def _private_imports(module: Path) -> list[str]:
+    """``toolbatch.<pkg>._private`` modules imported from outside ``<pkg>``."""
+    own = _top(module)
+    found = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "toolbatch" or len(parts) < 3 or parts[1] == own:
+                continue
+            if any(part.startswith("_") for part in parts[2:]):
+                found.append(name)
+    return found
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_packages_are_entered_only_through_their_init(module: Path) -> None:
+    """No module imports another package's private module (only its ``__init__``)."""
+    assert _private_imports(module) == []

@@ -15,6 +15,7 @@ PACKAGES = [
     "toolbatch.finalize",
     "toolbatch.hooks",
     "toolbatch.transports",
+    "toolbatch.service",
     "toolbatch.agent",
     "toolbatch.acp",
     "toolbatch.testing",

@@ -36,7 +36,7 @@ from toolbatch._wire import (
     parts_adapter,
 )
 from toolbatch.agent import AgentLoop, ScriptedModel
-from toolbatch.producers._function import FunctionTool, tool
+from toolbatch.producers import FunctionTool, tool
 from toolbatch.recorder import JsonlRecorder, load_session
 from toolbatch.scheduler import SchedulerConfig, ToolScheduler, default_registry
 

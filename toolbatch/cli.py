@@ -22,19 +22,22 @@
     SIGINT or SIGTERM cancels the running calls, still writes the turn, and exits 130.
 
 ``toolbatch serve``
-    JSON-RPC 2.0 over stdio (see ``toolbatch.transports._service``).
+    JSON-RPC 2.0 over stdio (see ``toolbatch.service``).
 
 ``toolbatch demo``
     A scripted agent loop over real tools that shows what the budget does.
 
-``toolbatch acp ...``
-    The ACP agent; the remaining arguments are its own.
+``toolbatch acp``
+    The Agent Client Protocol agent on stdin/stdout (see ``toolbatch.acp``), for editors.
 
-Budget (``--budget``, and ``"budget"`` in a batch): code points of model-facing tool text per
+The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config``,
+``--artifacts-dir``) are defined once here for ``run``, ``serve`` and ``acp``. Budget
+(``--budget``, and ``"budget"`` in a batch): code points of model-facing tool text per
 batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
 wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
-none. Logs go to stderr (``--log-level``, default ``warning``) so stdout stays clean; when
-stderr is a terminal a status line shows the calls in progress.
+none; for ``acp`` it is every session's. Logs go to stderr (``--log-level``, default
+``warning``) so stdout stays clean; when stderr is a terminal a status line shows the calls
+in progress.
 """
 
 from __future__ import annotations
@@ -42,14 +45,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import importlib
 import os
 import shutil
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -67,6 +69,8 @@ from toolbatch._wire import (
     ToolDeclaration,
     Turn,
 )
+from toolbatch.acp import MODEL_CHOICES, AcpOptions, serve_acp
+from toolbatch.agent import OpenAIChatModel
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
 from toolbatch.logs import configure_logging
@@ -78,8 +82,7 @@ from toolbatch.scheduler import (
     ToolScheduler,
     default_registry,
 )
-from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
-from toolbatch.transports._service import (
+from toolbatch.service import (
     BatchRunParams,
     CallObserver,
     batch_result,
@@ -87,6 +90,7 @@ from toolbatch.transports._service import (
     parse_batch,
     serve_stdio,
 )
+from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
 
 __all__ = ["main"]
 
@@ -100,7 +104,6 @@ EXIT_BROKEN_PIPE: Final = 141
 """128 + SIGPIPE, what a shell reports for a command whose reader went away."""
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
-ACP_MODULE: Final = "toolbatch.acp._agent"
 STATUS_LINE_MIN_INTERVAL_S: Final = 0.1
 """The terminal status line is redrawn at most this often (progress can be chatty)."""
 
@@ -261,28 +264,37 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where the demo's commands run and its files go (default: a new temp dir)",
     )
-    sub.add_parser(
+    acp = sub.add_parser(
         "acp",
-        add_help=False,
-        help="run the ACP agent on stdin/stdout (its own flags follow: toolbatch acp --help)",
+        parents=[logging_options, runtime_options],
+        help="serve the Agent Client Protocol on stdin/stdout (for editors such as Zed)",
+        description="Serve the Agent Client Protocol on stdin/stdout (for editors such as Zed).",
+    )
+    acp.add_argument(
+        "--auto-approve",
+        action="store_true",
+        help="run tools that need permission (the shell) without asking the editor",
+    )
+    acp.add_argument(
+        "--model",
+        choices=MODEL_CHOICES,
+        default="scripted",
+        help="scripted: each '$ ' line of a prompt is a shell call (default); "
+        "openai: an OpenAI-compatible API from OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL",
+    )
+    acp.add_argument(
+        "--transcript-dir",
+        type=Path,
+        metavar="DIR",
+        help="record each session to DIR/<session id>.jsonl and offer session/load",
+    )
+    acp.add_argument(
+        "--trace-model",
+        type=Path,
+        metavar="FILE",
+        help="append every message the model receives to FILE as JSON lines",
     )
     return parser
-
-
-def _split_acp(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
-    """``(global options, ACP arguments)`` when the command is ``acp``, else ``None``."""
-    index = 0
-    while index < len(argv):
-        token = argv[index]
-        if token == "acp":
-            return list(argv[:index]), list(argv[index + 1 :])
-        if token == "--log-level":
-            index += 2
-            continue
-        if not token.startswith("-"):
-            return None
-        index += 1
-    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -290,12 +302,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     try:
-        acp = _split_acp(arguments)
-        if acp is not None:
-            options, rest = acp
-            args = parser.parse_args([*options, "acp"])
-            configure_logging(getattr(args, "log_level", "warning"))
-            return _run_acp(rest)
         args = parser.parse_args(arguments)
     except SystemExit as exc:  # argparse: --help, --version or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
@@ -305,6 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_run(args)
         if args.command == "serve":
             return _command_serve(args)
+        if args.command == "acp":
+            return _command_acp(args)
         if args.command == "demo":
             from toolbatch._demo import run_demo
 
@@ -328,21 +336,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str) -> None:
     sys.stderr.write(message.rstrip("\n") + "\n")
     sys.stderr.flush()
-
-
-def _run_acp(rest: list[str]) -> int:
-    try:
-        module = importlib.import_module(ACP_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != ACP_MODULE:
-            raise
-        _fail(
-            f"toolbatch acp: the ACP agent is not in this installation ({ACP_MODULE} is "
-            f"missing); update toolbatch"
-        )
-        return EXIT_USAGE
-    entry: Callable[[list[str]], int] = module.main
-    return entry(rest)
 
 
 # -- the runtime behind run and serve ----------------------------------------------------
@@ -468,6 +461,7 @@ class _SchedulerBackend:
 
 
 def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
+    """The configuration the runtime flags describe (``--budget`` aside: see each command)."""
     if args.mcp_config is not None:
         if not Path(args.mcp_config).is_file():
             raise _UsageError(
@@ -680,6 +674,31 @@ async def _serve(config: SchedulerConfig, budget: int | None) -> None:
             scheduler, default_budget=budget, status=_status_for(sys.stderr)
         )
         await serve_stdio(backend, server_version=toolbatch.__version__)
+
+
+# -- acp ---------------------------------------------------------------------------------
+
+
+def _acp_options(args: argparse.Namespace) -> AcpOptions:
+    config = _scheduler_config(args)
+    if args.budget is not None:
+        config = dataclasses.replace(config, batch_budget=args.budget if args.budget > 0 else None)
+    return AcpOptions(
+        config=config,
+        auto_approve=args.auto_approve,
+        artifacts_dir=None if args.artifacts_dir is None else Path(args.artifacts_dir),
+        model=args.model,
+        transcript_dir=args.transcript_dir,
+        trace_model=args.trace_model,
+    )
+
+
+def _command_acp(args: argparse.Namespace) -> int:
+    options = _acp_options(args)
+    if options.model == "openai":
+        OpenAIChatModel()  # fail on a missing OPENAI_MODEL before the editor connects
+    anyio.run(serve_acp, options)
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -4,6 +4,6 @@
 answers, or let it turn ``$ `` lines of a prompt into shell calls.
 """
 
-from toolbatch.agent._scripted import ScriptedModel, ScriptStep
+from toolbatch.agent import ScriptedModel, ScriptStep
 
 __all__ = ["ScriptStep", "ScriptedModel"]

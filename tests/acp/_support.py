@@ -34,7 +34,7 @@ WAIT_S = 30.0
 POLL_S = 0.02
 _AGENT_NUMBERS = itertools.count(1)
 
-_MAIN = "import sys; from toolbatch.acp._agent import main; sys.exit(main(sys.argv[1:]))"
+_MAIN = "import sys; from toolbatch.cli import main; sys.exit(main(['acp', *sys.argv[1:]]))"
 
 
 def agent_command(*flags: str) -> list[str]:

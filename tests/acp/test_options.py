@@ -6,19 +6,31 @@ from pathlib import Path
 
 import pytest
 
-from toolbatch.acp._agent import main, parse_options
+from toolbatch.acp import AcpOptions
+from toolbatch.cli import _acp_options, _parser
+from toolbatch.cli import main as cli_main
+
+
+def main(argv: list[str]) -> int:
+    """``toolbatch acp <argv>``."""
+    return cli_main(["acp", *argv])
+
+
+def parse_options(argv: list[str]) -> AcpOptions:
+    """The options ``toolbatch acp <argv>`` runs with."""
+    return _acp_options(_parser().parse_args(["acp", *argv]))
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         pytest.param(
-            ["--budget", "-5"], "--budget must be a number of characters >= 0", id="budget"
+            ["--budget", "-5"], "budget must be a whole number of characters >= 0", id="budget"
         ),
         pytest.param(
-            ["--concurrency", "0"], "concurrency must be an int >= 1, got 0", id="concurrency"
+            ["--concurrency", "0"], "must be a whole number >= 1, got '0'", id="concurrency"
         ),
-        pytest.param(["--timeout", "0"], "call_timeout must be a positive number", id="timeout"),
+        pytest.param(["--timeout", "0"], "must be a number of seconds > 0, got '0'", id="timeout"),
         pytest.param(["--mcp-config", "/nonexistent/mcp.json"], "/nonexistent/mcp.json", id="mcp"),
     ],
 )
@@ -58,7 +70,7 @@ def test_options_map_to_the_session_configuration(tmp_path: Path) -> None:
     )
     assert options.auto_approve is True
     assert options.transcript_dir == tmp_path
-    config = options.scheduler_config()
+    config = options.config
     assert config.batch_budget is None
     assert config.concurrency == 3
     assert config.call_timeout == 7.5

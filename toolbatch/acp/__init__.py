@@ -9,11 +9,11 @@ scheduler; the pure display projection it applies to every update stays in
 from toolbatch.acp._agent import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
+    MODEL_CHOICES,
     REJECT_ONCE,
     AcpAgent,
     AcpOptions,
-    main,
-    parse_options,
+    ModelChoice,
     serve_acp,
 )
 from toolbatch.acp._stdio import AcpStdioTransport
@@ -21,11 +21,11 @@ from toolbatch.acp._stdio import AcpStdioTransport
 __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
+    "MODEL_CHOICES",
     "REJECT_ONCE",
     "AcpAgent",
     "AcpOptions",
     "AcpStdioTransport",
-    "main",
-    "parse_options",
+    "ModelChoice",
     "serve_acp",
 ]

@@ -26,13 +26,11 @@ model request in flight; the prompt ends with stop reason ``cancelled``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
 import re
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -84,13 +82,9 @@ from toolbatch.agent import (
     ScriptedModel,
     history_from_transcript,
 )
-from toolbatch.errors import ConfigError, ToolbatchError
-from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
-from toolbatch.logs import configure_logging
+from toolbatch.errors import ToolbatchError
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
-    DEFAULT_CALL_TIMEOUT_CEILING_S,
-    DEFAULT_CONCURRENCY,
     BatchObserver,
     Registry,
     SchedulerConfig,
@@ -101,18 +95,18 @@ from toolbatch.scheduler import (
 __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
+    "MODEL_CHOICES",
     "REJECT_ONCE",
     "AcpAgent",
     "AcpOptions",
     "ModelChoice",
-    "main",
-    "parse_options",
     "serve_acp",
 ]
 
 log = structlog.get_logger("toolbatch.acp")
 
 ModelChoice: TypeAlias = Literal["scripted", "openai"]
+MODEL_CHOICES: Final[tuple[ModelChoice, ...]] = ("scripted", "openai")
 
 ALLOW_ONCE: Final = "allow_once"
 ALLOW_ALWAYS: Final = "allow_always"
@@ -138,18 +132,15 @@ class _PromptCancelled(ToolbatchError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AcpOptions:
-    """How ``toolbatch acp`` runs (one attribute per command-line flag).
+    """How ``toolbatch acp`` runs (the command line builds it; see ``toolbatch.cli``).
 
     Attributes:
+        config: the scheduler configuration every session starts from (budget,
+            concurrency, timeouts, MCP servers...). Each session gets its own
+            ``session_id``, artifacts directory and the MCP servers its editor passes.
         auto_approve: run tools that need permission without asking.
-        budget: the aggregate budget of tool output per batch, in code points
-            (``None``: no budget).
         artifacts_dir: where complete tool output is kept, one subdirectory per session
             (default: a new temporary directory per session).
-        mcp_config: an ``{"mcpServers": {...}}`` JSON file whose servers every session
-            starts.
-        concurrency: how many calls of one batch run at once.
-        call_timeout: the ceiling on any one call, in seconds.
         model: ``scripted`` (deterministic, no network) or ``openai`` (``OPENAI_*``).
         transcript_dir: where session transcripts are written, ``<session id>.jsonl``;
             ``session/load`` is offered only when it is set.
@@ -157,24 +148,12 @@ class AcpOptions:
             JSON line (``{"session_id", "role", "parts"}``), to see exactly what it saw.
     """
 
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
     auto_approve: bool = False
-    budget: int | None = DEFAULT_BATCH_BUDGET_CHARS
     artifacts_dir: Path | None = None
-    mcp_config: Path | None = None
-    concurrency: int = DEFAULT_CONCURRENCY
-    call_timeout: float = DEFAULT_CALL_TIMEOUT_CEILING_S
     model: ModelChoice = "scripted"
     transcript_dir: Path | None = None
     trace_model: Path | None = None
-
-    def scheduler_config(self) -> SchedulerConfig:
-        """The scheduler configuration every session starts from (validated)."""
-        return SchedulerConfig(
-            batch_budget=self.budget,
-            concurrency=self.concurrency,
-            call_timeout=self.call_timeout,
-            mcp_servers=self.mcp_config,
-        )
 
 
 # -- one session ------------------------------------------------------------------------
@@ -719,7 +698,7 @@ async def serve_acp(
     Raises:
         ConfigError: an option is invalid (raised before anything is read).
     """
-    config = options.scheduler_config()
+    config = options.config
     async with contextlib.AsyncExitStack() as stack:
         make_model: Callable[[], Model] = _scripted_model
         if options.model == "openai":
@@ -771,120 +750,3 @@ async def _shut_down_on_signal(
         else:
             log.warning("acp.shutdown_forced", signal=received.name)
             hosts.cancel_scope.cancel()
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="toolbatch acp",
-        description="Serve the Agent Client Protocol on stdin/stdout (for editors such as Zed).",
-    )
-    parser.add_argument(
-        "--auto-approve",
-        action="store_true",
-        help="run tools that need permission (the shell) without asking the editor",
-    )
-    parser.add_argument(
-        "--budget",
-        type=int,
-        default=DEFAULT_BATCH_BUDGET_CHARS,
-        metavar="CHARS",
-        help=f"aggregate tool-output budget per batch, in characters "
-        f"(default {DEFAULT_BATCH_BUDGET_CHARS:,}; 0 disables it)",
-    )
-    parser.add_argument(
-        "--artifacts-dir",
-        type=Path,
-        metavar="DIR",
-        help="keep complete tool output under DIR/<session id> (default: a temp dir)",
-    )
-    parser.add_argument(
-        "--mcp-config",
-        type=Path,
-        metavar="FILE",
-        help='an {"mcpServers": {...}} JSON file whose servers every session starts',
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=DEFAULT_CONCURRENCY,
-        metavar="N",
-        help=f"tool calls of one batch run at once (default {DEFAULT_CONCURRENCY})",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_CALL_TIMEOUT_CEILING_S,
-        metavar="SECONDS",
-        help=f"ceiling on any one tool call (default {DEFAULT_CALL_TIMEOUT_CEILING_S:g})",
-    )
-    parser.add_argument(
-        "--model",
-        choices=("scripted", "openai"),
-        default="scripted",
-        help="scripted: each '$ ' line of a prompt is a shell call (default); "
-        "openai: an OpenAI-compatible API from OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL",
-    )
-    parser.add_argument(
-        "--transcript-dir",
-        type=Path,
-        metavar="DIR",
-        help="record each session to DIR/<session id>.jsonl and offer session/load",
-    )
-    parser.add_argument(
-        "--trace-model",
-        type=Path,
-        metavar="FILE",
-        help="append every message the model receives to FILE as JSON lines",
-    )
-    return parser
-
-
-def parse_options(argv: Sequence[str]) -> AcpOptions:
-    """The options of ``toolbatch acp`` from its arguments (argparse exits on bad syntax).
-
-    Raises:
-        ConfigError: a value is out of range; the message names it and the fix.
-    """
-    args = _parser().parse_args(list(argv))
-    if args.budget < 0:
-        raise ConfigError(
-            f"--budget must be a number of characters >= 0 (0 disables it), got {args.budget!r}"
-        )
-    options = AcpOptions(
-        auto_approve=args.auto_approve,
-        budget=args.budget or None,
-        artifacts_dir=args.artifacts_dir,
-        mcp_config=args.mcp_config,
-        concurrency=args.concurrency,
-        call_timeout=args.timeout,
-        model=args.model,
-        transcript_dir=args.transcript_dir,
-        trace_model=args.trace_model,
-    )
-    options.scheduler_config()  # validates concurrency and timeout now, not per session
-    if options.mcp_config is not None:
-        from toolbatch.producers.mcp import load_mcp_config
-
-        load_mcp_config(options.mcp_config)  # a bad file fails now, not at session/new
-    return options
-
-
-def main(argv: list[str]) -> int:
-    """``toolbatch acp``: serve ACP on stdin/stdout until the editor closes it.
-
-    Returns:
-        0 after a clean shutdown, 2 for invalid options.
-    """
-    if not structlog.is_configured():  # called directly rather than by the CLI
-        configure_logging("warning")
-    try:
-        options = parse_options(argv)
-        if options.model == "openai":
-            OpenAIChatModel()  # fail on a missing OPENAI_MODEL before the editor connects
-    except SystemExit as exc:  # argparse printed the help or the usage error
-        return exc.code if isinstance(exc.code, int) else 2
-    except ConfigError as exc:
-        print(f"toolbatch acp: {exc}", file=sys.stderr)
-        return 2
-    anyio.run(serve_acp, options)
-    return 0

@@ -7,16 +7,20 @@ from ._base import (
     ProgressCallback,
     ToolDeclaration,
 )
-from ._function import FunctionTool, tool
+from ._function import FunctionTool, tool, validate_tool_name
+from ._generic import GENERIC_PREVIEW_CHARS, apply_output_threshold
 from ._shell import ShellProducer
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
+    "GENERIC_PREVIEW_CHARS",
     "FunctionTool",
     "Producer",
     "ProducerContext",
     "ProgressCallback",
     "ShellProducer",
     "ToolDeclaration",
+    "apply_output_threshold",
     "tool",
+    "validate_tool_name",
 ]

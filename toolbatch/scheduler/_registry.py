@@ -6,9 +6,9 @@ import inspect
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from toolbatch._wire import ToolDeclaration
 from toolbatch.errors import ToolRegistrationError
-from toolbatch.producers._base import Producer, ToolDeclaration
-from toolbatch.producers._function import FunctionTool, validate_tool_name
+from toolbatch.producers import FunctionTool, Producer, ShellProducer, validate_tool_name
 
 __all__ = ["Registry", "default_registry"]
 
@@ -113,6 +113,5 @@ def default_registry(**shell_options: Any) -> Registry:
 
     Keyword arguments configure the shell producer (see ``ShellProducer``).
     """
-    from toolbatch.producers._shell import ShellProducer
 
     return Registry([ShellProducer(**shell_options)])

@@ -34,15 +34,14 @@ from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, DEFAULT_LIFECYCLE_REMINDERS
 from toolbatch.hooks import (
+    DEFAULT_HOOK_TIMEOUT_S,
     CommandHook,
     PostToolBatchHook,
     apply_hook_output,
     build_hook_input,
     run_post_tool_batch_hooks,
 )
-from toolbatch.hooks._command import DEFAULT_HOOK_TIMEOUT_S
-from toolbatch.producers._base import Producer, ProducerContext
-from toolbatch.producers._generic import apply_output_threshold
+from toolbatch.producers import Producer, ProducerContext, apply_output_threshold
 from toolbatch.recorder import Recorder, response_kind
 from toolbatch.scheduler._assembler import TurnAssembler
 from toolbatch.scheduler._registry import Registry

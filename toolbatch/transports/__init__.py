@@ -19,17 +19,6 @@ from ._json_string import (
     json_string_bytes,
     project_json_string,
 )
-from ._service import (
-    SERVICE_PROTOCOL_VERSION,
-    BatchBackend,
-    BatchCallParams,
-    BatchRunParams,
-    CallObserver,
-    batch_result,
-    parse_batch,
-    serve,
-    serve_stdio,
-)
 
 __all__ = [
     "ACP_MARKER",
@@ -37,21 +26,12 @@ __all__ = [
     "DUAL_OUTPUT_PROTOCOL_VERSION",
     "HEADLESS_MARKER",
     "HEADLESS_TOOL_RESULT_JSON_BYTES",
-    "SERVICE_PROTOCOL_VERSION",
-    "BatchBackend",
-    "BatchCallParams",
-    "BatchRunParams",
-    "CallObserver",
     "OutputAdapter",
     "OutputFormat",
-    "batch_result",
     "dumps_json_line",
     "json_string_bytes",
     "make_output_adapter",
-    "parse_batch",
     "project_acp_update",
     "project_json_string",
-    "serve",
-    "serve_stdio",
     "tool_result_content",
 ]

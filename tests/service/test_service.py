@@ -20,8 +20,8 @@ from toolbatch import Registry, SchedulerConfig, ToolScheduler, tool
 from toolbatch.cli import _SchedulerBackend
 from toolbatch.errors import ConfigError
 from toolbatch.producers import ProducerContext
-from toolbatch.transports import SERVICE_PROTOCOL_VERSION, parse_batch, serve
-from toolbatch.transports._service import _LineSplitter, _Oversized
+from toolbatch.service import SERVICE_PROTOCOL_VERSION, parse_batch, serve
+from toolbatch.service._service import _LineSplitter, _Oversized
 
 NODE = shutil.which("node")
 NODE_CLIENT = Path(__file__).with_name("service_client.mjs")
@@ -470,8 +470,8 @@ async def test_serve_in_process_over_pipes_with_progress_from_a_worker_thread(
 def test_display_is_bounded_on_the_wire_and_small_values_pass_unchanged() -> None:
     """A huge display (string or JSON) stays within 65,536 bytes; parts are untouched."""
     from toolbatch import ToolCall, ToolCallResponse, ToolResult, Turn
+    from toolbatch.service import batch_result
     from toolbatch.transports import dumps_json_line, json_string_bytes
-    from toolbatch.transports._service import batch_result
 
     def turn_with(display: Any) -> Turn:
         call = ToolCall(id="c", name="t")

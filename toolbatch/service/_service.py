@@ -80,8 +80,11 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from toolbatch._wire import Part, ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.errors import ConfigError
-from toolbatch.transports._headless import dumps_json_line
-from toolbatch.transports._json_string import HEADLESS_TOOL_RESULT_JSON_BYTES, project_json_string
+from toolbatch.transports import (
+    HEADLESS_TOOL_RESULT_JSON_BYTES,
+    dumps_json_line,
+    project_json_string,
+)
 
 __all__ = [
     "INTERNAL_ERROR",
