@@ -9,6 +9,7 @@ keeps generation cheap while reaching many thousands of code points.
 
 from __future__ import annotations
 
+import base64
 import functools
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from toolbatch.finalize import PLAN_MODE_REENTRY_REMINDER, PLAN_MODE_REMINDER
 
 __all__ = [
     "CALL_IDS",
+    "PNG_SIGNATURE",
     "TOOL_NAMES",
     "function_response_parts",
     "media_parts",
@@ -47,6 +49,9 @@ CALL_IDS = ("c1", "c2", "c3", "c1-1", "dir/c1", "dir_c1", "../c2", "", "长-id")
 collide once made safe for a file name (``dir/c1`` and ``dir_c1``)."""
 
 TOOL_NAMES = ("run_shell_command", "read_file", "mcp__files__grep", "enter_plan_mode")
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+"""Media parts carry real image bytes (toolbatch checks media instead of trusting labels)."""
 
 _high = st.integers(0xD800, 0xDBFF).map(chr)
 _low = st.integers(0xDC00, 0xDFFF).map(chr)
@@ -92,8 +97,10 @@ def text_parts(text: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[
 def media_parts() -> st.SearchStrategy[Part]:
     """An ``inlineData`` or ``fileData`` part (never counted by any text budget)."""
     inline = st.builds(
-        lambda data: InlineDataPart(inline_data=InlineData(mime_type="image/png", data=data)),
-        st.text(alphabet="ABCDEFabcdef0123456789+/", max_size=40),
+        lambda data: InlineDataPart(
+            inline_data=InlineData(mime_type="image/png", data=base64.b64encode(data).decode())
+        ),
+        st.binary(max_size=30).map(lambda tail: PNG_SIGNATURE + tail),
     )
     file = st.builds(
         lambda name: FileDataPart(

@@ -39,7 +39,8 @@ CONTRACT = {
         "tool",
     ],
     "toolbatch.finalize": [
-        "DEFAULT_LIFECYCLE_REMINDERS",
+        "DEFAULT_LIFECYCLE_TOOLS",
+        "check_budget",
         "enforce_send_budget",
         "finalize_tool_responses",
         "response_text_length",

@@ -44,7 +44,6 @@ from toolbatch.scheduler import (
     Registry,
     SchedulerConfig,
     ToolScheduler,
-    TurnAssembler,
     default_registry,
 )
 
@@ -86,7 +85,6 @@ __all__ = [
     "ToolScheduler",
     "ToolbatchError",
     "Turn",
-    "TurnAssembler",
     "__version__",
     "configure_logging",
     "default_registry",

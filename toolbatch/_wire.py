@@ -7,6 +7,8 @@ serialization, and a response rebuilt from its wire form does not have it.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, Protocol, TypeAlias, TypeVar
 
@@ -19,6 +21,7 @@ from pydantic import (
     JsonValue,
     Tag,
     TypeAdapter,
+    computed_field,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -40,7 +43,9 @@ __all__ = [
     "ToolFailure",
     "ToolResult",
     "Turn",
+    "compact_json",
     "function_response_part",
+    "function_response_text_length",
     "model_text_length",
     "parts_adapter",
 ]
@@ -179,22 +184,47 @@ parts_adapter: Final[TypeAdapter[list[Part]]] = TypeAdapter(list[Part])
 """Validates a wire list of parts and dumps it back to the identical dicts."""
 
 
-def model_text_length(parts: list[Part]) -> int:
+RESPONSE_TEXT_KEYS: Final = ("output", "error")
+"""The keys of a function response whose string values are model-facing text as they are."""
+
+
+def compact_json(value: object) -> str:
+    """``value`` as compact JSON text (what a structured value costs the model)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def function_response_text_length(response: Mapping[str, object]) -> int:
+    """Code points the model reads in one function response body.
+
+    ``output`` and ``error`` count their length when they are strings and the length of
+    their compact JSON otherwise. Every other key counts as the compact JSON of an object
+    holding those keys, plus one for the newline that joins it to ``output`` when there is
+    one: exactly the text the finalizer makes when it must cut the response and folds the
+    other keys into ``output``.
+    """
+    total = 0
+    extra = False
+    for key, value in response.items():
+        if key in RESPONSE_TEXT_KEYS:
+            total += len(value) if isinstance(value, str) else len(compact_json(value))
+        else:
+            extra = True
+    if extra:
+        others = {key: value for key, value in response.items() if key not in RESPONSE_TEXT_KEYS}
+        total += len(compact_json(others)) + ("output" in response)
+    return total
+
+
+def model_text_length(parts: Sequence[Part]) -> int:
     """Code points of all model-facing text in ``parts``.
 
-    Counts top-level ``text`` and ``functionResponse.response.output`` / ``.error`` when they
-    are strings; media and every other value count nothing.
+    Counts top-level ``text`` and every value of a function response (see
+    :func:`function_response_text_length`); media count nothing here.
     """
     total = 0
     for part in parts:
         if isinstance(part, FunctionResponsePart):
-            response = part.function_response.response
-            output = response.get("output")
-            if isinstance(output, str):
-                total += len(output)
-            error = response.get("error")
-            if isinstance(error, str):
-                total += len(error)
+            total += function_response_text_length(part.function_response.response)
         elif isinstance(part, TextPart):
             total += len(part.text)
     return total
@@ -268,12 +298,15 @@ ResponseStatus: TypeAlias = Literal["success", "error", "cancelled", "skipped", 
 class ToolCallResponse(BaseModel):
     """One call's response as every layer after the producer sees it.
 
-    Only ``call_id``, ``name`` and ``parts`` are required; ``content_length`` is computed
-    from the parts when not given. ``persisted_output_files`` and ``finalize_state`` are
+    Only ``call_id``, ``name`` and ``parts`` are required; ``content_length`` is always
+    derived from the parts (code points the model reads, see
+    :func:`model_text_length`). ``persisted_output_files`` and ``finalize_state`` are
     internal and never serialized: ``finalize_state`` is owned by ``toolbatch.finalize``
     (which text slots hold a preview it made, and of what), so a later, smaller budget
     shortens a preview instead of nesting a second one. Leave it alone; it is checked
-    against the current text before use, so a stale value is ignored.
+    against the current text before use, so a stale value is ignored. ``call_args`` are the
+    arguments of the call this response answers (what hooks see as ``tool_input``); it is
+    internal too and set by ``from_result`` and ``failed``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -285,9 +318,17 @@ class ToolCallResponse(BaseModel):
     error: str | None = None
     error_type: str | None = None
     status: ResponseStatus = "success"
-    content_length: int = Field(default=-1, description="code points of model-facing text")
     persisted_output_files: tuple[Path, ...] | None = Field(default=None, exclude=True)
     finalize_state: object = Field(default=None, exclude=True, repr=False)
+    call_args: dict[str, JsonValue] | None = Field(default=None, exclude=True, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_fields_are_not_inputs(cls, data: Any) -> Any:
+        # A dump carries ``content_length``; it is derived from the parts, never taken.
+        if isinstance(data, Mapping) and "content_length" in data:
+            data = {key: value for key, value in data.items() if key != "content_length"}
+        return data
 
     @model_validator(mode="after")
     def _complete(self) -> ToolCallResponse:
@@ -296,9 +337,13 @@ class ToolCallResponse(BaseModel):
                 f"a response with status {self.status!r} needs an error message; "
                 f"pass error=... (only status 'success' may omit it)"
             )
-        if self.content_length < 0:
-            self.__dict__["content_length"] = model_text_length(self.parts)
         return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def content_length(self) -> int:
+        """Code points of model-facing text in ``parts`` (always computed from them)."""
+        return model_text_length(self.parts)
 
     def with_parts(
         self,
@@ -306,12 +351,12 @@ class ToolCallResponse(BaseModel):
         *,
         persisted_output_files: tuple[Path, ...] | Literal["keep"] | None = "keep",
     ) -> ToolCallResponse:
-        """A copy with new ``parts`` and ``content_length`` recomputed from them.
+        """A copy with new ``parts`` (``content_length`` follows them).
 
         ``finalize_state`` is kept: the finalizer only uses it for slots whose text is
         still exactly the preview it made.
         """
-        update: dict[str, Any] = {"parts": parts, "content_length": model_text_length(parts)}
+        update: dict[str, Any] = {"parts": parts}
         if persisted_output_files != "keep":
             update["persisted_output_files"] = persisted_output_files
         return self.model_copy(update=update)
@@ -348,9 +393,9 @@ class ToolCallResponse(BaseModel):
                 "error": error,
                 "error_type": failure.type if failure is not None else None,
                 "status": status,
-                "content_length": model_text_length(parts),
                 "persisted_output_files": result.persisted_output_files,
                 "finalize_state": None,
+                "call_args": call.args,
             },
         )
 
@@ -379,9 +424,9 @@ class ToolCallResponse(BaseModel):
                 "error": message,
                 "error_type": error_type,
                 "status": status,
-                "content_length": len(message),
                 "persisted_output_files": (),
                 "finalize_state": None,
+                "call_args": call.args,
             },
         )
 
@@ -454,6 +499,11 @@ class Turn(BaseModel):
     responses: list[ToolCallResponse]
     parts: list[Part]
     stop_reason: str | None = None
+
+    @property
+    def content_length(self) -> int:
+        """Code points of model-facing text in the whole turn (what the budget bounds)."""
+        return model_text_length(self.parts)
 
     @property
     def context_parts(self) -> list[Part]:

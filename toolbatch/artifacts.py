@@ -70,6 +70,12 @@ def safe_name_component(value: str, max_chars: int = MAX_ID_CHARS) -> str:
     return cleaned[:max_chars] or "_"
 
 
+def safe_suffix(suffix: str) -> str:
+    """A file suffix made safe (``.png``); anything odd becomes ``.bin``."""
+    cleaned = _UNSAFE.sub("", suffix.lstrip("."))[:12]
+    return f".{cleaned}" if cleaned else ".bin"
+
+
 def _digest_prefix(call_id: str) -> hashlib._Hash:
     hasher = hashlib.sha256(b"toolbatch-artifact\0")
     hasher.update(call_id.encode("utf-8", "surrogatepass"))
@@ -270,6 +276,28 @@ class ArtifactStore:
         else:
             data, hasher = await anyio.to_thread.run_sync(_encode_and_hash, call_id, text)
         name = self.artifact_name(call_id, tool_name, hasher.hexdigest())
+        return await self._persist_named(name, data, call_id)
+
+    async def persist_bytes(
+        self, call_id: str, tool_name: str, data: bytes, *, suffix: str = ".bin"
+    ) -> Path:
+        """Write binary ``data`` completely (media, binary output) and return its path.
+
+        Named and reused like :meth:`persist`; ``suffix`` (e.g. ``".png"``) ends the name.
+
+        Raises:
+            ArtifactCapExceeded: the data would pass a cap; nothing was written.
+            ArtifactWriteError: neither directory could be written.
+        """
+        hasher = _digest_prefix(call_id)
+        if len(data) <= INLINE_ENCODE_CHARS:
+            hasher.update(data)
+        else:
+            await anyio.to_thread.run_sync(hasher.update, data)
+        name = self.artifact_name(call_id, tool_name, hasher.hexdigest(), safe_suffix(suffix))
+        return await self._persist_named(name, data, call_id)
+
+    async def _persist_named(self, name: str, data: bytes, call_id: str) -> Path:
         while (pending := self._inflight.get(name)) is not None:
             await pending.wait()
         existing = self._find_existing(name, len(data))

@@ -72,7 +72,7 @@ from toolbatch._wire import (
 from toolbatch.acp import MODEL_CHOICES, AcpOptions, serve_acp
 from toolbatch.agent import OpenAIChatModel
 from toolbatch.errors import ConfigError, ToolbatchError
-from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
+from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
 from toolbatch.recorder import JsonlRecorder
 from toolbatch.scheduler import (
@@ -542,7 +542,7 @@ def _command_run(args: argparse.Namespace) -> int:
     batch = _read_batch(args.batch)
     config = _scheduler_config(args)
     if args.budget is not None:
-        budget = args.budget if args.budget > 0 else None
+        budget = budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
     else:
         budget = batch.resolve_budget(DEFAULT_BATCH_BUDGET_CHARS)
     sidecar = _open_dual_output(args.dual_output)
@@ -589,7 +589,7 @@ async def _run_batch(
             )
             tg.cancel_scope.cancel()
         names = [declaration.name for declaration in backend.declarations()]
-    used = sum(response.content_length for response in turn.responses)
+    used = turn.content_length
     if args.output_format == "text":
         result = render_turn_text(turn, budget=budget)
     else:
@@ -626,7 +626,14 @@ def render_turn_text(turn: Turn, *, budget: int | None) -> str:
         for part in response.parts:
             lines.extend(_render_part(part))
         lines.append("")
-    used = sum(response.content_length for response in turn.responses)
+    for part in turn.context_parts:
+        lines.append("== batch context (not from a tool)")
+        lines.extend(_render_part(part))
+        lines.append("")
+    if turn.stop_reason is not None:
+        lines.append(f"== stopped by a hook: {turn.stop_reason}")
+        lines.append("")
+    used = turn.content_length
     limit = "no budget" if budget is None else f"of {budget:,}"
     lines.append(
         f"{_plural(total, 'call')}: {used:,} {limit} characters of tool output sent to the model"
@@ -660,10 +667,7 @@ def _render_part(part: object) -> list[str]:
 
 def _command_serve(args: argparse.Namespace) -> int:
     config = _scheduler_config(args)
-    if args.budget is None:
-        budget: int | None = DEFAULT_BATCH_BUDGET_CHARS
-    else:
-        budget = args.budget if args.budget > 0 else None
+    budget = budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
     anyio.run(_serve, config, budget)
     return EXIT_OK
 
@@ -682,7 +686,9 @@ async def _serve(config: SchedulerConfig, budget: int | None) -> None:
 def _acp_options(args: argparse.Namespace) -> AcpOptions:
     config = _scheduler_config(args)
     if args.budget is not None:
-        config = dataclasses.replace(config, batch_budget=args.budget if args.budget > 0 else None)
+        config = dataclasses.replace(
+            config, batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
+        )
     return AcpOptions(
         config=config,
         auto_approve=args.auto_approve,

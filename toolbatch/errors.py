@@ -14,7 +14,7 @@ ToolbatchError
 │                               (.primary_error, .fallback_error)
 ├── ToolRegistrationError       a tool or producer could not be registered (.name)
 ├── McpError                    an MCP server failed (.server)
-└── RecorderError               the transcript could not be written or read (.path)
+└── RecorderError               the transcript could not be written or read (.path, .turn)
 ```
 
 Errors that concern one tool call never escape ``ToolScheduler.run_batch``: they become
@@ -153,8 +153,11 @@ class RecorderError(ToolbatchError):
 
     Attributes:
         path: the transcript file.
+        turn: when recording a completed turn failed, that turn (a ``toolbatch.Turn``):
+            its tools ran, but it was not recorded, so a runtime can still show it.
     """
 
-    def __init__(self, message: str, *, path: Path):
+    def __init__(self, message: str, *, path: Path, turn: object = None):
         super().__init__(message)
         self.path = path
+        self.turn = turn

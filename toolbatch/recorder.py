@@ -1,17 +1,22 @@
 """The session transcript: an append-only JSONL file, written ahead of sending.
 
-Every finalized tool turn is appended, flushed and fsynced before its parts are handed to the
+Every completed tool turn is appended, flushed and fsynced before its parts are handed to the
 model, so a crash after the model saw a turn never loses its record. A record keeps the parts
-exactly as sent plus recorder-only metadata (each response's status, kind and
-``persisted_output_files``) so a resumed session can reuse artifacts. The agent loop also
-records the user's and the model's messages, so a session can be resumed whole.
+exactly as sent plus recorder-only metadata (each response's status, kind,
+``persisted_output_files`` and the files its media parts were saved to, and the turn's stop
+reason) so a resumed session can reuse artifacts. The agent loop also records the user's and
+the model's messages, so a session can be resumed whole.
 
 Record shapes (one JSON object per line; unknown fields are ignored, missing optional
 fields take their defaults, so transcripts written before a field existed still load)::
 
     {"type": "tool_turn", "v": 1, "seq": 3, "session_id": "...", "parts": [<wire parts>],
+     "stop_reason": str | null,
      "responses": [{"call_id", "name", "status", "kind", "error", "error_type",
-                    "part_count", "content_length", "persisted_output_files": [...]}]}
+                    "part_count", "content_length", "persisted_output_files": [...],
+                    "media_files": {"<part index>": path}}]}
+
+The parts after the responses' own (``part_count`` each) are the turn's context parts.
     {"type": "message", "v": 1, "seq": 4, "role": "user" | "model",
      "parts": [<wire parts>], "tool_calls": [{"id", "name", "args"}]}
 """
@@ -30,7 +35,7 @@ import anyio.to_thread
 import structlog
 from pydantic import ValidationError
 
-from toolbatch._wire import Part, ToolCall, ToolCallResponse, Turn, model_text_length, parts_adapter
+from toolbatch._wire import InlineDataPart, Part, ToolCall, ToolCallResponse, Turn, parts_adapter
 from toolbatch.errors import RecorderError
 
 __all__ = [
@@ -53,7 +58,7 @@ def response_kind(response: ToolCallResponse) -> ResponseKind:
     was answered in place, its error type)."""
     if response.status in ("cancelled", "duplicate", "skipped"):
         return response.status
-    if response.error_type in ("unknown_tool", "invalid_call"):
+    if response.error_type in ("unknown_tool", "invalid_call", "invalid_args"):
         return "synthetic"
     return "executed"
 
@@ -64,10 +69,24 @@ _SCAN_BLOCK_BYTES: Final = 1 << 16
 
 @runtime_checkable
 class Recorder(Protocol):
-    """Where finalized turns go before they are sent. ``JsonlRecorder`` is the default."""
+    """Where completed turns go before they are sent. ``JsonlRecorder`` is the default.
+
+    An agent loop also records the user's and the model's messages through
+    ``record_message``, so the transcript holds the whole conversation.
+    """
 
     async def record_turn(self, turn: Turn, *, kinds: Sequence[ResponseKind] | None = None) -> None:
         """Durably record ``turn`` (its parts exactly as they will be sent)."""
+        ...
+
+    async def record_message(
+        self,
+        role: Literal["user", "model"],
+        parts: Sequence[Part],
+        *,
+        tool_calls: Sequence[ToolCall] = (),
+    ) -> None:
+        """Durably record a user or model message."""
         ...
 
 
@@ -80,11 +99,13 @@ class RecordedTurn:
             user or model message.
         parts: the parts exactly as they were sent.
         responses: for a tool turn, each response rebuilt from the record (its parts are
-            slices of ``parts``; ``persisted_output_files`` restored from the metadata).
+            slices of ``parts``; ``persisted_output_files`` and the media parts' saved
+            files restored from the metadata).
         kinds: each response's kind.
         role: for a message, ``"user"`` or ``"model"``.
         tool_calls: for a model message, the calls it made.
         seq: the record's sequence number in the file.
+        stop_reason: for a tool turn, why a hook stopped the agent after it (if it did).
     """
 
     type: Literal["tool_turn", "message"]
@@ -94,6 +115,11 @@ class RecordedTurn:
     role: Literal["user", "model"] | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     seq: int = 0
+    stop_reason: str | None = None
+
+    def as_turn(self) -> Turn:
+        """A tool turn as the ``Turn`` that was sent (its responses and parts)."""
+        return Turn(responses=self.responses, parts=self.parts, stop_reason=self.stop_reason)
 
 
 def _dump_parts(parts: Sequence[Part]) -> list[Any]:
@@ -133,6 +159,11 @@ class JsonlRecorder:
         responses = []
         for index, response in enumerate(turn.responses):
             files = response.persisted_output_files
+            media = {
+                str(position): str(part.inline_data.persisted_file)
+                for position, part in enumerate(response.parts)
+                if isinstance(part, InlineDataPart) and part.inline_data.persisted_file is not None
+            }
             responses.append(
                 {
                     "call_id": response.call_id,
@@ -144,10 +175,16 @@ class JsonlRecorder:
                     "part_count": len(response.parts),
                     "content_length": response.content_length,
                     "persisted_output_files": None if files is None else [str(p) for p in files],
+                    **({"media_files": media} if media else {}),
                 }
             )
         await self._append(
-            {"type": "tool_turn", "parts": _dump_parts(turn.parts), "responses": responses}
+            {
+                "type": "tool_turn",
+                "parts": _dump_parts(turn.parts),
+                "responses": responses,
+                "stop_reason": turn.stop_reason,
+            }
         )
 
     async def record_message(
@@ -238,14 +275,29 @@ def _line_start_before(fd: int, end: int) -> int:
     return 0
 
 
+def _with_media_files(parts: list[Part], media: object) -> list[Part]:
+    if not isinstance(media, dict) or not media:
+        return parts
+    restored = list(parts)
+    for position, path in media.items():
+        index = int(position)
+        part = restored[index] if 0 <= index < len(restored) else None
+        if isinstance(part, InlineDataPart) and isinstance(path, str):
+            data = part.inline_data.model_copy(update={"persisted_file": Path(path)})
+            restored[index] = part.model_copy(update={"inline_data": data})
+    return restored
+
+
 def _rebuild_tool_turn(record: dict[str, Any], parts: list[Part]) -> RecordedTurn:
     responses: list[ToolCallResponse] = []
     kinds: list[ResponseKind] = []
+    restored: list[Part] = []
     offset = 0
     for meta in record.get("responses", []):
         count = int(meta.get("part_count", 0))
-        own = parts[offset : offset + count]
+        own = _with_media_files(parts[offset : offset + count], meta.get("media_files"))
         offset += count
+        restored.extend(own)
         files = meta.get("persisted_output_files")
         status = meta.get("status", "success")
         error = meta.get("error")
@@ -260,17 +312,19 @@ def _rebuild_tool_turn(record: dict[str, Any], parts: list[Part]) -> RecordedTur
                 error=error,
                 error_type=meta.get("error_type"),
                 status=status,
-                content_length=int(meta.get("content_length") or model_text_length(own)),
                 persisted_output_files=None if files is None else tuple(Path(p) for p in files),
             )
         )
         kinds.append(meta.get("kind", "executed"))
+    restored.extend(parts[offset:])
+    stop_reason = record.get("stop_reason")
     return RecordedTurn(
         type="tool_turn",
-        parts=parts,
+        parts=restored,
         responses=responses,
         kinds=kinds,
         seq=int(record.get("seq", 0)),
+        stop_reason=stop_reason if isinstance(stop_reason, str) else None,
     )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from toolbatch import (
@@ -14,7 +15,7 @@ from toolbatch import (
     ToolCallResponse,
     ToolResult,
 )
-from toolbatch.finalize import DEFAULT_LIFECYCLE_REMINDERS
+from toolbatch.finalize import DEFAULT_LIFECYCLE_TOOLS
 
 
 def response(
@@ -38,67 +39,87 @@ def output_of(item: ToolCallResponse, index: int = 0) -> str:
     return value
 
 
+def _as_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _body_slots(body: Mapping[str, object]) -> list[str]:
+    """The measured strings of one function response body, by the issue's rule.
+
+    A string output or error is itself; anything else is its compact JSON; the other keys
+    are the compact JSON of an object holding them, after a newline when there is output.
+    """
+    others = {k: v for k, v in body.items() if k not in ("output", "error")}
+    strings: list[str] = []
+    if others:
+        folded = _as_text(others)
+        strings.append(_as_text(body["output"]) + "\n" + folded if "output" in body else folded)
+    elif "output" in body:
+        strings.append(_as_text(body["output"]))
+    if "error" in body:
+        strings.append(_as_text(body["error"]))
+    return strings
+
+
 def slot_strings(parts: Sequence[Part], *, top_level_text: bool = True) -> list[str]:
     """Every measured string of ``parts`` in slot order (protected text included)."""
-    strings: list[str] = []
-    for part in parts:
-        if isinstance(part, FunctionResponsePart):
-            body = part.function_response.response
-            strings += [v for v in (body.get("output"), body.get("error")) if isinstance(v, str)]
-        elif top_level_text and isinstance(part, TextPart):
-            strings.append(part.text)
-    return strings
+    return [
+        text
+        for prefix, rest in split_slots(parts, frozenset(), top_level_text=top_level_text)
+        for text in (prefix or rest,)
+    ]
 
 
 def split_slots(
     parts: Sequence[Part],
-    reminders: Mapping[str, Sequence[str]] = DEFAULT_LIFECYCLE_REMINDERS,
+    lifecycle: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS,
     *,
     top_level_text: bool = True,
+    tool: str | None = None,
+    success: bool = True,
 ) -> list[tuple[str, str]]:
-    """Every measured string as (protected prefix, budgeted rest), by the issue's rule.
+    """Every measured string as (protected, budgeted): one of the two is empty.
 
-    A successful output of a registered tool that equals a reminder is all prefix; one that
-    starts with a reminder and a blank line has that much as prefix. Longest reminder wins.
+    A successful function response (no ``error``) of a lifecycle tool (``tool``, else the
+    part's own name) is protected whole; everything else is budgeted.
     """
+    names = frozenset(lifecycle)
     split: list[tuple[str, str]] = []
     for part in parts:
         if isinstance(part, FunctionResponsePart):
             function_response = part.function_response
             body = function_response.response
-            output, error = body.get("output"), body.get("error")
-            if isinstance(output, str):
-                prefix = 0
-                if error is None:
-                    for reminder in reminders.get(function_response.name, ()):
-                        if output == reminder:
-                            prefix = max(prefix, len(output))
-                        elif output.startswith(reminder + "\n\n"):
-                            prefix = max(prefix, len(reminder) + 2)
-                split.append((output[:prefix], output[prefix:]))
-            if isinstance(error, str):
-                split.append(("", error))
+            protected = (
+                success
+                and "error" not in body
+                and (tool if tool is not None else function_response.name) in names
+            )
+            for text in _body_slots(body):
+                split.append((text, "") if protected else ("", text))
         elif top_level_text and isinstance(part, TextPart):
             split.append(("", part.text))
     return split
 
 
 def protected_length(
-    parts: Sequence[Part],
-    reminders: Mapping[str, Sequence[str]] = DEFAULT_LIFECYCLE_REMINDERS,
+    parts: Sequence[Part], lifecycle: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS
 ) -> int:
-    """Code points of lifecycle reminders that sit outside the budget."""
-    return sum(len(prefix) for prefix, _ in split_slots(parts, reminders))
+    """Code points of lifecycle output that sits outside the budget."""
+    return sum(len(prefix) for prefix, _ in split_slots(parts, lifecycle))
 
 
 def budgeted_length(
-    responses: Sequence[ToolCallResponse],
-    reminders: Mapping[str, Sequence[str]] = DEFAULT_LIFECYCLE_REMINDERS,
+    responses: Sequence[ToolCallResponse], lifecycle: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS
 ) -> int:
     """Model-facing text of the batch that counts against the budget."""
     return sum(
-        sum(map(len, slot_strings(item.parts))) - protected_length(item.parts, reminders)
+        len(text)
         for item in responses
+        for _, text in split_slots(
+            item.parts, lifecycle, tool=item.name, success=item.status == "success"
+        )
     )
 
 

@@ -140,14 +140,16 @@ async def test_a_tuple_batch_comes_back_as_a_list_of_the_same_responses() -> Non
         pytest.param(True, "True", id="bool"),
         pytest.param(math.nan, "nan", id="nan"),
         pytest.param([1], "[1]", id="list"),
+        pytest.param(0.5, "0.5", id="fraction"),
+        pytest.param(1000.0, "1000.0", id="whole-float"),
     ],
 )
 async def test_a_bad_budget_is_a_config_error_naming_it(budget: object, shown: str) -> None:
-    """A str, bool or NaN budget is refused, naming the value and the fix."""
+    """A str, bool, NaN or fractional budget is refused, naming the value and the fix."""
     with pytest.raises(ConfigError, match="budget") as caught:
         await finalize_tool_responses([response("a", "x")], budget=budget)  # type: ignore[arg-type]
     assert shown in str(caught.value)
-    assert "None to disable" in str(caught.value)
+    assert "None for no budget" in str(caught.value)
 
 
 @pytest.mark.parametrize("value", [0, -3, True, 2.5])
@@ -299,7 +301,8 @@ async def test_duplicate_and_colliding_call_ids_persist_to_distinct_files(
 
 
 async def test_media_other_keys_and_part_order_are_preserved() -> None:
-    """Only output, error and top-level text change; media stays the same object."""
+    """Only cut responses change; media stays the same object; a structured value and other
+    keys that fit stay as they are, while a cut response folds its other keys into output."""
     image = InlineDataPart(inline_data=InlineData(mime_type="image/png", data="iVBORw0KGgo="))
     document = FileDataPart(file_data=FileData(mime_type="application/pdf", file_uri="gs://b/d"))
     structured = FunctionResponsePart(
@@ -324,8 +327,8 @@ async def test_media_other_keys_and_part_order_are_preserved() -> None:
     new_main = item.parts[0]
     assert isinstance(new_main, FunctionResponsePart)
     body = new_main.function_response.response
-    assert body["code"] == 7
-    assert set(body) == {"output", "error", "code"}
+    assert set(body) == {"output", "error"}
+    assert str(body["output"]).endswith('\n{"code":7}')  # folded in, kept in the tail
     assert new_main.function_response.id == "c"
     assert all(isinstance(body[k], str) and len(body[k]) <= 300 for k in ("output", "error"))
     assert item.content_length == response_text_length(item.parts) <= 900

@@ -39,24 +39,24 @@ def test_a_disabled_budget_returns_the_same_list(budget: float | None) -> None:
     assert enforce_send_budget(parts, budget) is parts
 
 
-def test_it_caps_function_responses_and_never_touches_user_text() -> None:
-    """Tool output and errors are cut to the budget; top-level text stays the same object."""
-    steering = TextPart(text="please also check the tests " * 500)
+def test_it_caps_a_tool_message_and_never_touches_media() -> None:
+    """Tool output, errors and the batch's top-level text are cut to the budget together
+    (they are all one tool-response message); media stays the same object."""
+    context = TextPart(text="please also check the tests " * 500)
     image = InlineDataPart(inline_data=InlineData(mime_type="image/png", data="AAAA"))
     failed = FunctionResponsePart(
         function_response=FunctionResponse(id="e", name="t", response={"error": "E" * 9_000})
     )
-    parts: list[Part] = [*tool_parts("a" * 9_000), steering, failed, image]
+    parts: list[Part] = [*tool_parts("a" * 9_000), context, failed, image]
     with structlog.testing.capture_logs() as events:
         guarded = enforce_send_budget(parts, 1_000)
     assert guarded is not parts
-    assert guarded[1] is steering
     assert guarded[3] is image
-    assert sum(map(len, slot_strings(guarded, top_level_text=False))) <= 1_000
-    assert all(s.startswith(TRUNCATION_HEADER) for s in slot_strings(guarded, top_level_text=False))
+    assert sum(map(len, slot_strings(guarded))) <= 1_000
+    assert all(s.startswith(TRUNCATION_HEADER) for s in slot_strings(guarded))
     [warning] = [e for e in events if e["event"] == "finalize.send_guard_reduced"]
     assert warning["log_level"] == "warning"
-    assert warning["before"] == 18_000
+    assert warning["before"] == 18_000 + len(context.text)
     assert warning["after"] <= 1_000
     assert "Full output" not in str(guarded)  # no persistence, no paths
 

@@ -48,21 +48,14 @@ def finalize(
 def non_slot_shape(part: Part) -> object:
     """Everything about a part that finalization must leave alone."""
     if isinstance(part, FunctionResponsePart):
-        body = part.function_response.response
-        return (
-            "functionResponse",
-            part.function_response.id,
-            part.function_response.name,
-            sorted(body),
-            {
-                k: v
-                for k, v in body.items()
-                if k not in ("output", "error") or not isinstance(v, str)
-            },
-        )
+        return ("functionResponse", part.function_response.id, part.function_response.name)
     if isinstance(part, TextPart):
         return ("text",)
     return ("media", part)
+
+
+def budgeted_slots(item: ToolCallResponse) -> list[tuple[str, str]]:
+    return split_slots(item.parts, tool=item.name, success=item.status == "success")
 
 
 def assert_bounded_and_preserved(
@@ -82,17 +75,23 @@ def assert_bounded_and_preserved(
             assert non_slot_shape(new) == non_slot_shape(old)
             if isinstance(old, InlineDataPart | FileDataPart):
                 assert new is old
+            if budgeted_slots_of(new) == budgeted_slots_of(old):
+                assert new == old  # a part whose text was not cut keeps its shape
         assert after.content_length == response_text_length(after.parts)
-        # Protected reminders come through unchanged.
-        old_prefixes = [prefix for prefix, _ in split_slots(before.parts)]
-        assert [prefix for prefix, _ in split_slots(after.parts)] == old_prefixes
+        # Protected lifecycle output comes through unchanged.
+        old_prefixes = [prefix for prefix, _ in budgeted_slots(before)]
+        assert [prefix for prefix, _ in budgeted_slots(after)] == old_prefixes
         if before.persisted_output_files is not None:
             assert after.persisted_output_files == before.persisted_output_files
 
 
+def budgeted_slots_of(part: Part) -> list[tuple[str, str]]:
+    return split_slots([part], ())
+
+
 def assert_no_nested_headers(finalized: list[ToolCallResponse]) -> None:
     for item in finalized:
-        for _, text in split_slots(item.parts):
+        for _, text in budgeted_slots(item):
             # Strategy text never contains the header, so any second one would be nesting.
             assert text.count(TRUNCATION_HEADER) <= 1
             assert TRUNCATION_HEADER not in text[1:]
@@ -115,8 +114,8 @@ def test_finalized_batches_fit_preserve_shape_and_are_idempotent(
     assert_no_nested_headers(finalized)
 
     # Slots no longer than the fair share of the whole budget keep their whole text.
-    before_slots = [s for item in batch for s in split_slots(item.parts)]
-    after_slots = [s for item in finalized for s in split_slots(item.parts)]
+    before_slots = [s for item in batch for s in budgeted_slots(item)]
+    after_slots = [s for item in finalized for s in budgeted_slots(item)]
     floor_share = budget // max(1, len(before_slots))
     for old, new in zip(before_slots, after_slots, strict=True):
         if len(old[1]) <= floor_share:
@@ -142,23 +141,20 @@ def test_finalized_batches_fit_preserve_shape_and_are_idempotent(
 
 @PROPERTY_SETTINGS
 @given(response_batches(max_size=20), st.data())
-def test_the_send_guard_bounds_only_function_responses(
+def test_the_send_guard_bounds_a_tool_message(
     batch: list[ToolCallResponse], data: st.DataObject
 ) -> None:
-    """Tool text fits; top-level text and media are the same objects; pure and stable."""
+    """The message's text fits; media are the same objects; pure and stable."""
     parts = [part for item in batch for part in item.parts]
-    tool_total = sum(len(text) for _, text in split_slots(parts, top_level_text=False))
-    budget = data.draw(st.integers(1, tool_total + 20), label="budget")
+    total = sum(len(text) for _, text in split_slots(parts))
+    budget = data.draw(st.integers(1, total + 20), label="budget")
     guarded = enforce_send_budget(parts, budget)
-    if tool_total <= budget:
+    if total <= budget:
         assert guarded is parts
-    assert sum(len(text) for _, text in split_slots(guarded, top_level_text=False)) <= budget
+    assert sum(len(text) for _, text in split_slots(guarded)) <= budget
     assert len(guarded) == len(parts)
     for old, new in zip(parts, guarded, strict=True):
-        if not isinstance(old, FunctionResponsePart):
-            assert new is old
-        else:
-            assert non_slot_shape(new) == non_slot_shape(old)
+        assert non_slot_shape(new) == non_slot_shape(old)
     assert enforce_send_budget(parts, budget) == guarded
     assert enforce_send_budget(guarded, budget) is guarded
 
@@ -186,10 +182,10 @@ def test_each_response_is_persisted_at_most_once_over_repeated_passes(
                 assert item.persisted_output_files == original.persisted_output_files
             for path in item.persisted_output_files or ():
                 assert path.exists() or path.is_relative_to("/artifacts")
-        # Every write holds one response's budgeted text, joined by blank lines (an output
-        # that is all reminder is not budgeted text at all).
+        # Every write holds one response's budgeted text, joined by blank lines (protected
+        # lifecycle output is not budgeted text at all).
         expected = {
-            "\n\n".join(text for prefix, text in split_slots(item.parts) if text or not prefix)
+            "\n\n".join(text for prefix, text in budgeted_slots(item) if not prefix)
             for item in batch
             if item.persisted_output_files is None
         }

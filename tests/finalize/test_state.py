@@ -43,7 +43,7 @@ def test_the_public_surface_holds_the_contract_names() -> None:
     """toolbatch.finalize exports what other layers rely on."""
     for name in (
         "DEFAULT_BATCH_BUDGET_CHARS",
-        "DEFAULT_LIFECYCLE_REMINDERS",
+        "DEFAULT_LIFECYCLE_TOOLS",
         "enforce_send_budget",
         "finalize_tool_responses",
         "response_text_length",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolbatch import TextPart, ToolCall, ToolCallResponse
+from toolbatch import ToolCall, ToolCallResponse, ToolResult
 from toolbatch.errors import ConfigError
 from toolbatch.hooks import CommandHook, HookFailed, PostToolBatchInput, build_hook_input
 
@@ -23,8 +23,8 @@ def _script(tmp_path: Path, body: str) -> list[str]:
 
 def _batch() -> PostToolBatchInput:
     call = ToolCall(id="c1", name="echo", args={"text": "hi"})
-    response = ToolCallResponse(call_id="c1", name="echo", parts=[TextPart(text="hi")])
-    return build_hook_input([response], [call], session_id="s1")
+    response = ToolCallResponse.from_result(call, ToolResult(content="hi"))
+    return build_hook_input([response], session_id="s1")
 
 
 async def test_hook_receives_claude_code_shaped_input(tmp_path: Path) -> None:
@@ -45,7 +45,10 @@ async def test_hook_receives_claude_code_shaped_input(tmp_path: Path) -> None:
     assert call["tool_name"] == "echo"
     assert call["tool_input"] == {"text": "hi"}
     assert call["tool_use_id"] == "c1"
-    assert call["tool_response"]["parts"] == [{"text": "hi"}]
+    assert call["tool_response"]["parts"] == [
+        {"functionResponse": {"id": "c1", "name": "echo", "response": {"output": "hi"}}}
+    ]
+    assert "display" not in call["tool_response"]
 
 
 async def test_additional_context_from_hook_specific_output(tmp_path: Path) -> None:
@@ -158,8 +161,8 @@ def test_bad_command_hook_config_is_rejected(argv: object, timeout: object) -> N
 async def test_a_lone_surrogate_in_the_batch_does_not_skip_the_hook(tmp_path: Path) -> None:
     """A model can't bypass a blocking hook by putting a lone surrogate in its arguments."""
     call = ToolCall(id="c1", name="echo", args={"text": "cut \ud83d"})
-    response = ToolCallResponse(call_id="c1", name="echo", parts=[TextPart(text="out \udcff")])
-    batch = build_hook_input([response], [call])
+    response = ToolCallResponse.from_result(call, ToolResult(content="out \udcff"))
+    batch = build_hook_input([response])
     seen = tmp_path / "seen.json"
     argv = _script(
         tmp_path,
@@ -174,3 +177,36 @@ async def test_a_lone_surrogate_in_the_batch_does_not_skip_the_hook(tmp_path: Pa
     assert answer.stop
     data = json.loads(seen.read_text())
     assert data["tool_calls"][0]["tool_input"] == {"text": "cut \ud83d"}
+
+
+async def test_hook_input_is_bounded_by_the_batch_budget(tmp_path: Path) -> None:
+    """What a command hook reads is the bounded batch: about the budget plus a small constant
+    per call, however large the tools' display and error values were."""
+    from toolbatch import SchedulerConfig, ToolScheduler, default_registry, tool
+
+    @tool
+    def big(n: int) -> str:
+        """Print n characters."""
+        return "é" * n
+
+    seen = tmp_path / "seen.json"
+    argv = _script(
+        tmp_path,
+        f"""
+        raw = sys.stdin.buffer.read()
+        open({str(seen)!r}, "wb").write(raw)
+        """,
+    )
+    registry = default_registry()
+    registry.register(big)
+    budget = 2_000
+    config = SchedulerConfig(
+        batch_budget=budget, hooks=[CommandHook(argv)], artifacts_dir=tmp_path / "artifacts"
+    )
+    calls = [ToolCall(id=f"c{i}", name="big", args={"n": 300_000}) for i in range(5)]
+    async with ToolScheduler(registry, config) as scheduler:
+        turn = await scheduler.run_batch(calls)
+    assert turn.content_length <= budget
+    payload = seen.read_bytes().decode("utf-8")
+    per_call_overhead = 400
+    assert len(payload) <= budget + per_call_overhead * len(calls)

@@ -9,7 +9,6 @@ import anyio
 import pytest
 
 from toolbatch import (
-    FunctionResponsePart,
     InlineDataPart,
     TextPart,
     ToolCall,
@@ -30,25 +29,25 @@ def _response(call_id: str, output: str, **extra: object) -> ToolCallResponse:
     return ToolCallResponse.from_result(call, ToolResult(content=output)).model_copy(update=extra)
 
 
-def _output_of(response: ToolCallResponse) -> object:
-    part = response.parts[0]
-    assert isinstance(part, FunctionResponsePart)
-    return part.function_response.response
-
-
-def test_hook_input_hides_binary_and_internal_metadata() -> None:
-    """Inline binary becomes a placeholder; persisted_output_files never appears."""
+def test_hook_input_hides_binary_display_and_internal_metadata() -> None:
+    """Inline binary becomes a placeholder; display and persisted_output_files never appear;
+    tool_input is the call's arguments."""
     image = InlineDataPart.model_validate(
         {"inlineData": {"mimeType": "image/png", "data": "A" * 5000}}
     )
     call = ToolCall(id="c1", name="shot", args={"q": 1})
     response = ToolCallResponse.from_result(
         call,
-        ToolResult(content=[TextPart(text="see"), image], persisted_output_files=(Path("/x/a"),)),
+        ToolResult(
+            content=[TextPart(text="see"), image],
+            display="D" * 10_000,
+            persisted_output_files=(Path("/x/a"),),
+        ),
     )
-    batch = build_hook_input([response], [call])
+    batch = build_hook_input([response])
     text = batch.model_dump_json()
     assert "AAAA" not in text
+    assert "DDDD" not in text
     assert "binary omitted" in text
     assert "persisted_output_files" not in text
     assert "/x/a" not in text
@@ -65,7 +64,7 @@ async def test_crashing_and_hanging_hooks_leave_the_batch_unchanged() -> None:
         await anyio.sleep(60)
         raise AssertionError("unreachable")
 
-    batch = build_hook_input([_response("c", "x")], [ToolCall(id="c", name="t")])
+    batch = build_hook_input([_response("c", "x")])
     with anyio.fail_after(5):
         answer = await run_post_tool_batch_hooks([crash, hang], batch, timeout_s=0.2)
     assert answer is None
@@ -80,7 +79,7 @@ async def test_answers_merge_in_configured_order() -> None:
     async def second(batch: PostToolBatchInput) -> dict[str, object]:
         return {"additional_context": "two", "stop": True, "stop_reason": "enough"}
 
-    batch = build_hook_input([_response("c", "x")], [ToolCall(id="c", name="t")])
+    batch = build_hook_input([_response("c", "x")])
     answer = await run_post_tool_batch_hooks([first, second], batch, timeout_s=1)  # type: ignore[list-item]
     assert answer is not None
     assert answer.additional_context == "one\n\ntwo"
@@ -88,31 +87,22 @@ async def test_answers_merge_in_configured_order() -> None:
     assert answer.stop_reason == "enough"
 
 
-def test_context_is_appended_to_the_last_calls_output() -> None:
-    """additional_context lands after the last call's output, separated by a blank line."""
+def test_context_never_touches_a_tool_response() -> None:
+    """additional_context comes back as the batch's own text; every response is unchanged."""
     responses = [_response("a", "first"), _response("b", "second")]
-    out = apply_hook_output(responses, PostToolBatchOutput(additional_context="note"))
-    assert out[0] is responses[0]
-    assert _output_of(out[1]) == {"output": "second\n\nnote"}
-    assert out[1].content_length == len("second\n\nnote")
+    outcome = apply_hook_output(responses, PostToolBatchOutput(additional_context="note"))
+    assert all(new is old for new, old in zip(outcome.responses, responses, strict=True))
+    assert outcome.context == ["note"]
+    assert outcome.stop_reason is None
 
 
-def test_context_goes_to_the_error_when_there_is_no_output() -> None:
-    """For an error response the context is appended to its error text."""
-    failed = ToolCallResponse.failed(ToolCall(id="a", name="t"), "boom")
-    [out] = apply_hook_output([failed], PostToolBatchOutput(additional_context="why"))
-    assert _output_of(out) == {"error": "boom\n\nwhy"}
-
-
-def test_stop_turns_the_last_call_into_an_error_with_the_reason() -> None:
-    """stop replaces the last call's response with an error carrying the reason."""
+def test_stop_keeps_every_result_and_reports_the_reason() -> None:
+    """A stop changes no response; its reason is a context text and the stop reason."""
     responses = [_response("a", "ok"), _response("b", "big", persisted_output_files=())]
-    out = apply_hook_output(responses, PostToolBatchOutput(stop=True, stop_reason="policy"))
-    assert out[0] is responses[0]
-    assert out[1].status == "error"
-    assert out[1].error == "policy"
-    assert out[1].error_type == "hook_stopped"
-    assert _output_of(out[1]) == {"error": "policy"}
+    outcome = apply_hook_output(responses, PostToolBatchOutput(stop=True, stop_reason="policy"))
+    assert all(new is old for new, old in zip(outcome.responses, responses, strict=True))
+    assert outcome.stop_reason == "policy"
+    assert outcome.context[-1].endswith("policy")
 
 
 def test_replacement_never_inherits_persisted_output_files() -> None:
@@ -124,7 +114,7 @@ def test_replacement_never_inherits_persisted_output_files() -> None:
         parts=[{"text": "redacted"}],  # type: ignore[list-item]
         persisted_output_files=(Path("/etc/passwd"),),
     )
-    [out] = apply_hook_output([original], PostToolBatchOutput(replace={"a": forged}))
+    [out] = apply_hook_output([original], PostToolBatchOutput(replace={"a": forged})).responses
     assert out.call_id == "a"
     assert out.persisted_output_files is None
     assert out.model_dump()["parts"] == [{"text": "redacted"}]
@@ -132,7 +122,8 @@ def test_replacement_never_inherits_persisted_output_files() -> None:
 
 @pytest.mark.parametrize("answer", [None, PostToolBatchOutput()])
 def test_no_answer_changes_nothing(answer: PostToolBatchOutput | None) -> None:
-    """An empty answer returns the very same response objects."""
+    """An empty answer returns the very same response objects and no context."""
     responses = [_response("a", "x")]
-    out = apply_hook_output(responses, answer)
-    assert out[0] is responses[0]
+    outcome = apply_hook_output(responses, answer)
+    assert outcome.responses[0] is responses[0]
+    assert outcome.context == []

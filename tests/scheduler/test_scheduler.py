@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from toolbatch import (
     ArtifactStore,
     FunctionResponsePart,
+    TextPart,
     ToolCall,
     ToolCallResponse,
     ToolResult,
@@ -22,7 +23,7 @@ from toolbatch.errors import ConfigError
 from toolbatch.finalize import response_text_length
 from toolbatch.hooks import PostToolBatchInput, PostToolBatchOutput
 from toolbatch.producers import ProducerContext, ToolDeclaration
-from toolbatch.producers._function import tool
+from toolbatch.producers import tool
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
 
@@ -236,8 +237,8 @@ async def test_hooks_see_bounded_input_and_their_output_is_bounded(tmp_path: Pat
     assert response_text_length(turn.parts) <= 5_000
 
 
-async def test_stopping_hook_turns_the_last_call_into_an_error(tmp_path: Path) -> None:
-    """A stop answer replaces the last call's response with the stop reason."""
+async def test_a_stopping_hook_keeps_every_result_and_says_why(tmp_path: Path) -> None:
+    """A stop keeps both results, adds the reason as the turn's last part, sets stop_reason."""
 
     async def stop(batch: PostToolBatchInput) -> PostToolBatchOutput:
         return PostToolBatchOutput(stop=True, stop_reason="review needed")
@@ -249,8 +250,12 @@ async def test_stopping_hook_turns_the_last_call_into_an_error(tmp_path: Path) -
     async with ToolScheduler(_registry(), _config(tmp_path, hooks=[stop])) as scheduler:
         turn = await scheduler.run_batch(calls)
     assert _output(turn.responses[0]) == {"output": "1"}
-    assert turn.responses[1].error == "review needed"
-    assert _output(turn.responses[1]) == {"error": "review needed"}
+    assert _output(turn.responses[1]) == {"output": "2"}
+    assert turn.stop_reason == "review needed"
+    [note] = turn.context_parts
+    assert isinstance(note, TextPart)
+    assert note.text.endswith("review needed")
+    assert turn.parts[-1] is note
 
 
 async def test_failing_hooks_leave_the_batch_unchanged(tmp_path: Path) -> None:
@@ -372,18 +377,16 @@ async def test_empty_batch_is_an_empty_turn(tmp_path: Path) -> None:
     assert turn.parts == []
 
 
-async def test_custom_lifecycle_reminder_survives_every_pass(tmp_path: Path) -> None:
-    """A configured reminder stays whole through finalize and the send guard, over budget."""
-    reminder = "<system-reminder>Plan mode is on. " + "Only read. " * 300 + "</system-reminder>"
+async def test_a_configured_lifecycle_tool_survives_every_pass(tmp_path: Path) -> None:
+    """A configured lifecycle tool's output stays whole through finalize and the guard."""
+    policy = "<policy>Review mode is on. " + "Only read. " * 300 + "</policy>"
 
-    @tool(name="enter_plan_mode", output_threshold=None)
-    async def enter_plan_mode() -> str:
-        return reminder
+    @tool(name="enter_review_mode", output_threshold=None)
+    async def enter_review_mode() -> str:
+        return policy
 
-    config = _config(
-        tmp_path, batch_budget=200, lifecycle_reminders={"enter_plan_mode": [reminder]}
-    )
-    async with ToolScheduler(Registry([enter_plan_mode]), config) as scheduler:
-        turn = await scheduler.run_batch([ToolCall(id="p", name="enter_plan_mode")])
-    assert _output(turn.responses[0]) == {"output": reminder}
-    assert len(reminder) > 200
+    config = _config(tmp_path, batch_budget=200, lifecycle_tools={"enter_review_mode"})
+    async with ToolScheduler(Registry([enter_review_mode]), config) as scheduler:
+        turn = await scheduler.run_batch([ToolCall(id="p", name="enter_review_mode")])
+    assert _output(turn.responses[0]) == {"output": policy}
+    assert len(policy) > 200

@@ -123,6 +123,7 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "end_turn": "end_turn",
     "max_turns": "max_turn_requests",
     "cancelled": "cancelled",
+    "hook_stop": "end_turn",
 }
 
 
@@ -267,7 +268,6 @@ class _TurnView:
     session: _Session
     client: Client
     tool_call_ids: list[str]
-    reported: set[int] = field(default_factory=set)
 
     def _id(self, call: ToolCall) -> str | None:
         ordinal = call.ordinal
@@ -288,19 +288,8 @@ class _TurnView:
 
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
         tool_call_id = self._id(call)
-        if tool_call_id is not None and call.ordinal is not None:
-            self.reported.add(call.ordinal)
+        if tool_call_id is not None:
             self.session.emit(finished_update(tool_call_id, response))
-
-    def finish_unreported(self, responses: Sequence[ToolCallResponse]) -> None:
-        """End the calls that were answered without running (duplicates, unknown tools)."""
-        if len(responses) != len(self.tool_call_ids):
-            log.warning("acp.turn_shape", responses=len(responses), calls=len(self.tool_call_ids))
-        for ordinal, (tool_call_id, response) in enumerate(
-            zip(self.tool_call_ids, responses, strict=False)
-        ):
-            if ordinal not in self.reported:
-                self.session.emit(finished_update(tool_call_id, response))
 
     async def approve(self, call: ToolCall, declaration: ToolDeclaration) -> bool:
         """Ask the user whether ``call`` may run (one question at a time per session)."""
@@ -352,9 +341,7 @@ class _AcpRuntime:
             self.session.emit(start_update(tool_call_id, call))
         view = _TurnView(self.session, self.client, ids)
         inner = InteractiveRuntime(approve=None if self.auto_approve else view.approve)
-        turn, send = await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
-        view.finish_unreported(turn.responses)
-        return turn, send
+        return await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
 
 
 # -- the agent --------------------------------------------------------------------------
@@ -500,6 +487,12 @@ class AcpAgent:
                 try:
                     outcome = await loop.prompt(prompt_text(prompt), abort=abort)
                     stop = _STOP_REASONS[outcome.stop_reason]
+                    if outcome.hook_reason is not None:
+                        session.emit(
+                            update_agent_message_text(
+                                f"\n\nStopped by a hook: {outcome.hook_reason}\n"
+                            )
+                        )
                 except _PromptCancelled:
                     stop = "cancelled"
                 except ToolbatchError as exc:

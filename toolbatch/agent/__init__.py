@@ -1,5 +1,5 @@
 """Agent loops: models, the loop, and its runtimes (headless, interactive, subagent,
-speculative), each built on the one turn assembler."""
+speculative), each completing its turns through ``ToolScheduler.complete_turn``."""
 
 from toolbatch.agent._loop import (
     AgentLoop,
@@ -13,7 +13,7 @@ from toolbatch.agent._loop import (
 from toolbatch.agent._messages import Message, Model, ModelReply, text_of
 from toolbatch.agent._openai import DEFAULT_OPENAI_BASE_URL, ModelError, OpenAIChatModel
 from toolbatch.agent._scripted import ScriptedModel, ScriptStep
-from toolbatch.agent._speculative import Speculation, accept, speculate
+from toolbatch.agent._speculative import PendingRecorder, Speculation, accept, speculate
 from toolbatch.agent._subagent import SubagentTool
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "ModelError",
     "ModelReply",
     "OpenAIChatModel",
+    "PendingRecorder",
     "Runtime",
     "ScriptStep",
     "ScriptedModel",

@@ -1,18 +1,19 @@
-"""The agent loop and its runtimes: model turns, tool turns, one boundary each.
+"""The agent loop and its runtimes: model turns, tool turns, one completion each.
 
 ``AgentLoop`` asks the model, runs the calls it makes through a runtime, and feeds the
-finalized parts back, until the model answers without calls. Every runtime collects one
-turn's responses in a ``TurnAssembler`` (order, finalize, guard, record) and never
-re-implements that boundary:
+completed turn's parts back, until the model answers without calls (or a hook stops it).
+Every runtime does the same two steps: it answers in place what it will not run
+(duplicates of calls already answered, calls over a per-turn limit, calls a speculative
+run may not make), ``execute``s the rest, merges everything in the model's call order and
+completes the turn once with ``ToolScheduler.complete_turn`` (finalize, hooks, finalize,
+send guard, record). It never re-implements a step of completion.
 
-* ``HeadlessRuntime`` collects the whole turn (executed, duplicate, skipped, cancelled and
-  synthetic responses) by ordinal and finalizes once before recording and submission.
-* ``InteractiveRuntime`` asks the user before tools that need permission and merges the
-  executed, duplicate and synthetic responses FIFO per call id in the model's order, then
-  finalizes once; a turn the user cancelled entirely is recorded but not sent.
+* ``HeadlessRuntime`` runs every call it may.
+* ``InteractiveRuntime`` asks the user (``approve``) before tools that need permission; a
+  turn the user cancelled entirely is recorded but not sent.
 
-The model-send guard sits in ``AgentLoop``: every outgoing tool message passes through
-``enforce_send_budget`` (no I/O), which is a no-op unless a caller bypassed the assembler.
+The model-send guard sits in ``AgentLoop``: every tool message of each outgoing request
+passes through ``enforce_send_budget`` (no I/O), a no-op for completed turns.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import structlog
 
 from toolbatch._wire import FunctionResponsePart, Part, TextPart, ToolCall, ToolCallResponse, Turn
 from toolbatch.agent._messages import Message, Model, ModelReply
+from toolbatch.errors import ConfigError
 from toolbatch.finalize import enforce_send_budget
-from toolbatch.recorder import JsonlRecorder, ResponseKind, load_session, response_kind
-from toolbatch.scheduler import ApprovalCallback, BatchObserver, ToolScheduler, TurnAssembler
+from toolbatch.recorder import Recorder, load_session
+from toolbatch.scheduler import ApprovalCallback, BatchObserver, ToolScheduler
 
 __all__ = [
     "AgentLoop",
@@ -44,7 +46,7 @@ __all__ = [
 log = structlog.get_logger("toolbatch.agent")
 
 DEFAULT_MAX_TURNS: Final = 25
-StopReason: TypeAlias = Literal["end_turn", "max_turns", "cancelled"]
+StopReason: TypeAlias = Literal["end_turn", "max_turns", "cancelled", "hook_stop"]
 
 
 @dataclass(slots=True)
@@ -53,16 +55,20 @@ class AgentOutcome:
 
     Attributes:
         text: the model's final words.
-        stop_reason: ``end_turn`` (the model answered without calls), ``max_turns`` or
-            ``cancelled`` (the user aborted).
-        turns: the finalized tool turns of this prompt, in order (what the model received).
+        stop_reason: ``end_turn`` (the model answered without calls), ``max_turns``,
+            ``cancelled`` (the user aborted) or ``hook_stop`` (a PostToolBatch hook stopped
+            the agent after a turn; that turn was recorded and is in the history, and the
+            model was not asked again).
+        turns: the completed tool turns of this prompt, in order (what the model received).
         replies: the model's replies of this prompt, in order.
+        hook_reason: with ``hook_stop``, the reason the hook gave.
     """
 
     text: str = ""
     stop_reason: StopReason = "end_turn"
     turns: list[Turn] = field(default_factory=list)
     replies: list[ModelReply] = field(default_factory=list)
+    hook_reason: str | None = None
 
 
 class Runtime(Protocol):
@@ -93,18 +99,12 @@ def _skipped(call: ToolCall, reason: str) -> ToolCallResponse:
     return ToolCallResponse.failed(call, reason, status="skipped", error_type="skipped")
 
 
-def _invalid(call: ToolCall, reason: str) -> ToolCallResponse:
-    return ToolCallResponse.failed(
-        call, f"invalid tool call {call.name!r}: {reason}", error_type="invalid_args"
-    )
-
-
 @dataclass(slots=True)
 class _TurnPlan:
-    """A model turn's calls sorted into what runs and what is answered in place."""
+    """A model turn's calls sorted into what is executed and what is answered in place."""
 
     executable: list[ToolCall] = field(default_factory=list)
-    answered: list[tuple[int, ToolCallResponse, ResponseKind]] = field(default_factory=list)
+    answered: list[tuple[int, ToolCall, ToolCallResponse]] = field(default_factory=list)
 
 
 def _plan_turn(
@@ -117,27 +117,68 @@ def _plan_turn(
     plan = _TurnPlan()
     seen = loop.answered_call_ids()
     for ordinal, call in enumerate(reply.tool_calls):
-        if call.id in reply.invalid_calls:
-            plan.answered.append(
-                (ordinal, _invalid(call, reply.invalid_calls[call.id]), "synthetic")
-            )
+        reason = reply.invalid_calls.get(call.id)
+        update: dict[str, object] = {"ordinal": ordinal}
+        if reason is not None and call.invalid is None:
+            update["invalid"] = reason
+        call = call.model_copy(update=update)
+        if call.invalid is not None:
+            plan.executable.append(call)  # answered in place by execute, never run
         elif call.id in seen:
-            plan.answered.append((ordinal, _duplicate(call), "duplicate"))
+            plan.answered.append((ordinal, call, _duplicate(call)))
         elif max_calls is not None and len(plan.executable) >= max_calls:
-            reason = f"skipped: at most {max_calls} tool calls run per turn; ask again for the rest"
-            plan.answered.append((ordinal, _skipped(call, reason), "skipped"))
+            why = f"skipped: at most {max_calls} tool calls run per turn; ask again for the rest"
+            plan.answered.append((ordinal, call, _skipped(call, why)))
         elif read_only and not loop.is_read_only(call.name):
-            reason = f"skipped: {call.name!r} may change things and is not run speculatively"
-            plan.answered.append((ordinal, _skipped(call, reason), "skipped"))
+            why = f"skipped: {call.name!r} may change things and is not run speculatively"
+            plan.answered.append((ordinal, call, _skipped(call, why)))
         else:
-            plan.executable.append(call.model_copy(update={"ordinal": ordinal}))
+            plan.executable.append(call)
         seen.add(call.id)
     return plan
 
 
+async def _run_planned(
+    loop: AgentLoop,
+    plan: _TurnPlan,
+    *,
+    abort: anyio.Event | None,
+    observer: BatchObserver | None,
+    approve: ApprovalCallback | None,
+) -> Turn:
+    """Execute the executable calls, merge in call order, complete the turn once."""
+    for _, call, response in plan.answered:
+        _report(observer, call, response)
+    merged: list[tuple[int, ToolCallResponse]] = [
+        (ordinal, response) for ordinal, _, response in plan.answered
+    ]
+    if plan.executable:
+        executed = await loop.scheduler.execute(
+            plan.executable, abort=abort, observer=observer, approve=approve
+        )
+        merged += [
+            (call.ordinal if call.ordinal is not None else 0, response)
+            for call, response in zip(plan.executable, executed, strict=True)
+        ]
+    merged.sort(key=lambda entry: entry[0])
+    return await loop.complete_turn([response for _, response in merged])
+
+
+def _report(observer: BatchObserver | None, call: ToolCall, response: ToolCallResponse) -> None:
+    """Report a call the runtime answered itself, as ``execute`` reports its own."""
+    for name, args in (("call_started", (call,)), ("call_finished", (call, response))):
+        method = getattr(observer, name, None)
+        if method is None:
+            continue
+        try:
+            method(*args)
+        except Exception as exc:  # an observer never breaks the turn
+            log.warning("agent.observer_failed", error=f"{type(exc).__name__}: {exc}")
+
+
 @dataclass(frozen=True, slots=True)
 class HeadlessRuntime:
-    """Runs every call of a turn through the scheduler and finalizes the turn once.
+    """Runs every call of a turn it may and completes the turn once.
 
     Args:
         max_calls_per_turn: calls beyond this many in one turn are answered ``skipped``.
@@ -156,24 +197,15 @@ class HeadlessRuntime:
         abort: anyio.Event | None,
         observer: BatchObserver | None,
     ) -> tuple[Turn, bool]:
-        """Collect the whole turn by ordinal, finalize once, record, send."""
+        """Answer in place, execute the rest, merge in call order, complete once."""
         plan = _plan_turn(loop, reply, max_calls=self.max_calls_per_turn, read_only=self.read_only)
-        assembler = loop.new_assembler()
-        for ordinal, response, kind in plan.answered:
-            assembler.add(response, ordinal=ordinal, kind=kind)
-        if plan.executable:
-            executed = await loop.scheduler.run_batch(
-                plan.executable, abort=abort, observer=observer, record=False
-            )
-            for call, response in zip(plan.executable, executed.responses, strict=True):
-                assembler.add(response, ordinal=call.ordinal, kind=response_kind(response))
-        turn = await assembler.complete()
+        turn = await _run_planned(loop, plan, abort=abort, observer=observer, approve=None)
         return turn, True
 
 
 @dataclass(frozen=True, slots=True)
 class InteractiveRuntime:
-    """Asks before tools that need permission; merges responses FIFO per call id.
+    """Asks before tools that need permission; completes the turn once.
 
     Args:
         approve: asked before a tool whose declaration needs permission; ``False``
@@ -190,27 +222,9 @@ class InteractiveRuntime:
         abort: anyio.Event | None,
         observer: BatchObserver | None,
     ) -> tuple[Turn, bool]:
-        """Execute, merge executable/duplicate/synthetic responses in call order, finalize."""
+        """Like ``HeadlessRuntime``; a turn whose calls were all cancelled is not sent."""
         plan = _plan_turn(loop, reply, max_calls=None)
-        assembler = loop.new_assembler()
-        assembler.expect([call.id for call in reply.tool_calls])
-        executed: list[ToolCallResponse] = []
-        if plan.executable:
-            batch = await loop.scheduler.run_batch(
-                plan.executable,
-                abort=abort,
-                observer=observer,
-                approve=self.approve,
-                record=False,
-            )
-            executed = batch.responses
-        # Responses arrive without ordinals, as a UI receives them; the assembler places
-        # each at the earliest unfilled position of its call id.
-        for response in executed:
-            assembler.add(response, kind=response_kind(response))
-        for _, response, kind in plan.answered:
-            assembler.add(response, kind=kind)
-        turn = await assembler.complete()
+        turn = await _run_planned(loop, plan, abort=abort, observer=observer, approve=self.approve)
         everything_cancelled = bool(turn.responses) and all(
             r.status == "cancelled" for r in turn.responses
         )
@@ -234,10 +248,10 @@ class AgentLoop:
 
     Args:
         model: the model client.
-        scheduler: an open ``ToolScheduler`` (without its own recorder: the loop records
-            at its outer boundary).
+        scheduler: an open ``ToolScheduler``.
         runtime: how tool turns are run (default ``HeadlessRuntime()``).
-        recorder: where messages and finalized tool turns are recorded, write-ahead.
+        recorder: where messages and completed tool turns are recorded, write-ahead
+            (default: the scheduler's configured recorder).
         max_turns: model turns per prompt before the loop stops.
         history: a conversation to continue (see ``history_from_transcript``).
     """
@@ -248,33 +262,25 @@ class AgentLoop:
         scheduler: ToolScheduler,
         *,
         runtime: Runtime | None = None,
-        recorder: JsonlRecorder | None = None,
+        recorder: Recorder | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         history: Sequence[Message] = (),
     ) -> None:
-        if scheduler.config.recorder is not None:
-            raise ValueError(
-                "the scheduler has its own recorder; give the recorder to AgentLoop instead, "
-                "so each turn is recorded once at the loop's boundary"
-            )
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+            raise ConfigError(f"max_turns must be an int >= 1, got {max_turns!r}")
         self.model = model
         self.scheduler = scheduler
         self.runtime: Runtime = runtime if runtime is not None else HeadlessRuntime()
-        self.recorder = recorder
+        self.recorder: Recorder | None = (
+            recorder if recorder is not None else scheduler.config.recorder
+        )
         self.max_turns = max_turns
         self.history: list[Message] = list(history)
+        self._guarded: dict[int, tuple[list[Part], list[Part]]] = {}
 
-    def new_assembler(self, *, record: bool = True) -> TurnAssembler:
-        """A turn assembler with this session's budget, store and recorder."""
-        config = self.scheduler.config
-        return TurnAssembler(
-            budget=config.batch_budget,
-            store=self.scheduler.store,
-            recorder=self.recorder if record else None,
-            lifecycle_reminders=config.lifecycle_reminders,
-        )
+    async def complete_turn(self, responses: Sequence[ToolCallResponse]) -> Turn:
+        """Complete one tool turn of this session, recorded in this loop's transcript."""
+        return await self.scheduler.complete_turn(responses, recorder=self.recorder)
 
     def answered_call_ids(self) -> set[str]:
         """Ids of every call already answered in this session's history."""
@@ -301,17 +307,28 @@ class AgentLoop:
         self.history.append(message)
 
     def _outgoing(self) -> list[Message]:
-        """The history to send, the last tool message passed through the send guard."""
-        if not self.history or self.history[-1].role != "tool":
-            return self.history
-        last = self.history[-1]
+        """The history to send, every tool message passed through the send guard."""
         config = self.scheduler.config
-        guarded = enforce_send_budget(
-            last.parts, config.batch_budget, lifecycle_reminders=config.lifecycle_reminders
-        )
-        if guarded is last.parts:
-            return self.history
-        return [*self.history[:-1], Message(role="tool", parts=guarded)]
+        outgoing: list[Message] = []
+        changed = False
+        for message in self.history:
+            if message.role != "tool":
+                outgoing.append(message)
+                continue
+            cached = self._guarded.get(id(message.parts))
+            if cached is not None and cached[0] is message.parts:
+                guarded = cached[1]
+            else:
+                guarded = enforce_send_budget(
+                    message.parts, config.budget, lifecycle_tools=config.lifecycle
+                )
+                self._guarded[id(message.parts)] = (message.parts, guarded)
+            if guarded is message.parts:
+                outgoing.append(message)
+            else:
+                outgoing.append(Message(role="tool", parts=guarded))
+                changed = True
+        return outgoing if changed else self.history
 
     async def prompt(
         self,
@@ -342,6 +359,11 @@ class AgentLoop:
             self.history.append(Message(role="tool", parts=turn.parts))
             if not send or (abort is not None and abort.is_set()):
                 outcome.stop_reason = "cancelled"
+                return outcome
+            if turn.stop_reason is not None:
+                outcome.stop_reason = "hook_stop"
+                outcome.hook_reason = turn.stop_reason
+                log.info("agent.hook_stop", reason=turn.stop_reason)
                 return outcome
         outcome.stop_reason = "max_turns"
         log.warning("agent.max_turns", max_turns=self.max_turns)

@@ -1,29 +1,50 @@
 """Bounding the tool output a model receives: one aggregate budget, persisted at most once.
 
-:func:`finalize_tool_responses` is the shared finalizer every runtime boundary calls on a
-whole batch; :func:`enforce_send_budget` is the synchronous last-chance guard at the
-model-send boundary; :func:`response_text_length` measures parts the way both do. The
-budget unit is Unicode code points (Python ``len``) of model-facing text.
+:func:`finalize_tool_responses` is the shared finalizer the turn pipeline calls on a whole
+batch; :func:`enforce_send_budget` is the synchronous last-chance guard at the model-send
+boundary; :func:`response_text_length` measures parts the way both do. The budget unit is
+Unicode code points (Python ``len``) of model-facing text; :func:`check_budget` is the one
+place a public budget value is validated.
 """
 
-from toolbatch.finalize._budget import DEFAULT_BATCH_BUDGET_CHARS
-from toolbatch.finalize._finalizer import DEFAULT_PERSIST_CONCURRENCY, finalize_tool_responses
+from toolbatch.finalize._budget import (
+    DEFAULT_BATCH_BUDGET_CHARS,
+    Budget,
+    budget_from_wire,
+    check_budget,
+    effective_budget,
+)
+from toolbatch.finalize._finalizer import (
+    DEFAULT_PERSIST_CONCURRENCY,
+    DEFAULT_PERSIST_TIMEOUT_S,
+    finalize_tool_responses,
+)
 from toolbatch.finalize._fit import TRUNCATION_HEADER
 from toolbatch.finalize._guard import enforce_send_budget
 from toolbatch.finalize._lifecycle import (
-    DEFAULT_LIFECYCLE_REMINDERS,
+    DEFAULT_LIFECYCLE_TOOLS,
     PLAN_MODE_REENTRY_REMINDER,
     PLAN_MODE_REMINDER,
+    check_lifecycle_tools,
 )
+from toolbatch.finalize._media import DEFAULT_MEDIA_PART_BYTES, decoded_size
 from toolbatch.finalize._slots import response_text_length
 
 __all__ = [
     "DEFAULT_BATCH_BUDGET_CHARS",
-    "DEFAULT_LIFECYCLE_REMINDERS",
+    "DEFAULT_LIFECYCLE_TOOLS",
+    "DEFAULT_MEDIA_PART_BYTES",
     "DEFAULT_PERSIST_CONCURRENCY",
+    "DEFAULT_PERSIST_TIMEOUT_S",
     "PLAN_MODE_REENTRY_REMINDER",
     "PLAN_MODE_REMINDER",
     "TRUNCATION_HEADER",
+    "Budget",
+    "budget_from_wire",
+    "check_budget",
+    "check_lifecycle_tools",
+    "decoded_size",
+    "effective_budget",
     "enforce_send_budget",
     "finalize_tool_responses",
     "response_text_length",

@@ -1,14 +1,14 @@
-"""The send guard: a last-chance, no-I/O cap on function-response text at the send boundary."""
+"""The send guard: a last-chance, no-I/O cap on one tool-response message at the send boundary."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import structlog
 
 from toolbatch._wire import Part
 from toolbatch.finalize._budget import effective_budget
-from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_REMINDERS, validate_reminders
+from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
 from toolbatch.finalize._slots import collect_slots, cut_slots, fit_slot, rebuild_parts
 
 __all__ = ["enforce_send_budget"]
@@ -20,25 +20,26 @@ def enforce_send_budget(
     parts: Sequence[Part],
     budget: int | float | None,
     *,
-    lifecycle_reminders: Mapping[str, Sequence[str]] = DEFAULT_LIFECYCLE_REMINDERS,
+    lifecycle_tools: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS,
 ) -> list[Part]:
-    """Cap the function-response ``output``/``error`` text in ``parts`` to ``budget``.
+    """Cap the model-facing text of one tool-response message (one batch's parts) to ``budget``.
 
-    The same allocation and fitting as the finalizer, without persistence or artifact
-    paths; top-level text (user or steering text) is never measured or changed, and
-    protected lifecycle reminders stay inline. A batch that went through
+    The same measure, allocation and fitting as the finalizer (function-response values
+    and the batch's top-level text), without persistence or artifact paths; a successful
+    response of a lifecycle tool stays inline. A batch that went through
     :func:`finalize_tool_responses` already fits, so this is normally a no-op and returns
-    the very list it was given; when it has to cut, it logs a warning.
+    the very list it was given; when it has to cut, it logs a warning. A budget that is
+    ``None``, ``<= 0`` or infinite is a no-op.
 
     Raises:
-        ConfigError: ``budget`` or ``lifecycle_reminders`` is invalid.
+        ConfigError: ``budget`` or ``lifecycle_tools`` is invalid.
     """
     limit = effective_budget(budget)
-    reminders = validate_reminders(lifecycle_reminders)
+    lifecycle = check_lifecycle_tools(lifecycle_tools)
     same = parts if isinstance(parts, list) else list(parts)
     if limit is None:
         return same
-    slots = collect_slots(same, owner=0, include_top_level_text=False, reminders=reminders)
+    slots = collect_slots(same, owner=0, include_top_level_text=True, lifecycle=lifecycle)
     before = sum(len(slot.text) for slot in slots)
     if before <= limit:
         return same

@@ -1,29 +1,29 @@
-"""Lifecycle reminders: tool output that is policy input, kept inline outside the budget.
+"""Lifecycle tools: tool output that is policy input, kept inline outside the budget.
 
 The successful output of ``enter_plan_mode`` installs the planning policy; cutting it would
-change the rules the agent runs under, not shorten diagnostics. A registry maps protected
-tool names to their known reminder texts. Only an output that equals a registered reminder,
-or starts with one followed by a blank line, is protected, and only that reminder (with
-its blank line); whatever follows, arbitrary output and every error text stay budgeted.
+change the rules the agent runs under, not shorten diagnostics. The exemption is keyed on
+the tool: a successful response of a tool whose name is in the configured lifecycle set
+keeps its output inline whatever its text; its failures, and every other tool's output,
+stay budgeted. ``PLAN_MODE_REMINDER`` and ``PLAN_MODE_REENTRY_REMINDER`` are the texts an
+``enter_plan_mode`` tool typically returns (for tools that implement it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Iterable
 from typing import Final
 
 from toolbatch.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_LIFECYCLE_REMINDERS",
+    "DEFAULT_LIFECYCLE_TOOLS",
     "PLAN_MODE_REENTRY_REMINDER",
     "PLAN_MODE_REMINDER",
-    "protected_prefix_length",
-    "validate_reminders",
+    "check_lifecycle_tools",
 ]
 
-REMINDER_SEPARATOR: Final = "\n\n"
+DEFAULT_LIFECYCLE_TOOLS: Final[frozenset[str]] = frozenset({"enter_plan_mode"})
+"""Tools whose successful output is policy input, never cut (pass your own set to change)."""
 
 PLAN_MODE_REMINDER: Final = (
     "<system-reminder>\n"
@@ -33,7 +33,7 @@ PLAN_MODE_REMINDER: Final = (
     "user's approval before making any change.\n"
     "</system-reminder>"
 )
-"""What ``enter_plan_mode`` returns when it switches plan mode on."""
+"""What an ``enter_plan_mode`` tool returns when it switches plan mode on."""
 
 PLAN_MODE_REENTRY_REMINDER: Final = (
     "<system-reminder>\n"
@@ -43,51 +43,28 @@ PLAN_MODE_REENTRY_REMINDER: Final = (
     "calling exit_plan_mode, then wait for the user's approval before making any change.\n"
     "</system-reminder>"
 )
-"""What ``enter_plan_mode`` returns when plan mode is entered again after a rejected plan."""
-
-DEFAULT_LIFECYCLE_REMINDERS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
-    {"enter_plan_mode": (PLAN_MODE_REMINDER, PLAN_MODE_REENTRY_REMINDER)}
-)
-"""Protected tool names and their reminder texts (pass your own mapping to change them)."""
+"""What it returns when plan mode is entered again after a rejected plan."""
 
 
-def validate_reminders(
-    reminders: Mapping[str, Sequence[str]],
-) -> dict[str, tuple[str, ...]]:
-    """The reminders checked and ordered longest first (so the longest match wins).
+def check_lifecycle_tools(tools: Iterable[str], *, name: str = "lifecycle_tools") -> frozenset[str]:
+    """The lifecycle tool names as a frozen set.
 
     Raises:
-        ConfigError: a reminder list is a bare string (a common slip for a 1-tuple), or a
-            reminder is not a non-empty string.
+        ConfigError: a bare string (a common slip for a one-name set) or a non-string name.
     """
-    checked: dict[str, tuple[str, ...]] = {}
-    for name, texts in reminders.items():
-        if isinstance(texts, str):
-            raise ConfigError(
-                f"lifecycle reminders for {name!r} must be a sequence of strings, got the "
-                f"string {texts[:40]!r}...; wrap it: {{{name!r}: (text,)}}"
-            )
-        for text in texts:
-            if not isinstance(text, str) or not text:
-                raise ConfigError(
-                    f"a lifecycle reminder for {name!r} must be a non-empty string, "
-                    f"got {text!r}; remove it or give its text"
-                )
-        checked[name] = tuple(sorted(texts, key=len, reverse=True))
-    return checked
-
-
-def protected_prefix_length(
-    tool_name: str, output: str, reminders: Mapping[str, tuple[str, ...]]
-) -> int:
-    """How many leading code points of ``tool_name``'s successful ``output`` are protected.
-
-    ``reminders`` must come from :func:`validate_reminders` (longest first).
-    """
-    for reminder in reminders.get(tool_name, ()):
-        if output.startswith(reminder):
-            if len(output) == len(reminder):
-                return len(output)
-            if output.startswith(REMINDER_SEPARATOR, len(reminder)):
-                return len(reminder) + len(REMINDER_SEPARATOR)
-    return 0
+    if isinstance(tools, str | bytes):
+        raise ConfigError(
+            f"{name} must be a collection of tool names, got the string {tools!r}; wrap it: "
+            f"{{{tools!r}}}"
+        )
+    try:
+        names = frozenset(tools)
+    except TypeError:
+        raise ConfigError(
+            f"{name} must be a collection of tool names, got {tools!r}; pass e.g. "
+            f'{{"enter_plan_mode"}}'
+        ) from None
+    for tool in names:
+        if not isinstance(tool, str) or not tool:
+            raise ConfigError(f"{name} must hold non-empty tool names, got {tool!r}")
+    return names

@@ -1,8 +1,14 @@
 """Text slots: the model-facing strings a budget measures and may shorten.
 
-For each part in order, the slots are a top-level ``text`` (when included), then
-``functionResponse.response.output`` and ``.error`` when they are strings. Nothing else is
-counted or changed. Pure: no I/O, no async.
+For each part in order, the slots are a top-level ``text`` (when included), then a
+function response's ``output`` and ``error``. A string is its own text. A structured
+(non-string) ``output`` or ``error`` is measured as its compact JSON; the function
+response's other keys are measured too, as the compact JSON of an object holding them,
+joined to ``output`` by a newline (``toolbatch._wire.function_response_text_length`` is the
+same measure). A response that fits its share keeps its shape; one that must be cut gets a
+string preview of that text under ``output`` (or ``error``), its other keys folded in, so
+nothing is dropped. A successful response of a lifecycle tool makes no slot at all. Pure:
+no I/O, no async.
 """
 
 from __future__ import annotations
@@ -11,10 +17,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from toolbatch._wire import FunctionResponsePart, Part, TextPart, model_text_length
+from toolbatch._wire import (
+    RESPONSE_TEXT_KEYS,
+    FunctionResponsePart,
+    Part,
+    TextPart,
+    compact_json,
+    model_text_length,
+)
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._fit import Excerpt, fit_excerpt
-from toolbatch.finalize._lifecycle import protected_prefix_length
 
 __all__ = [
     "FinalizeState",
@@ -33,12 +45,12 @@ SlotField: TypeAlias = Literal["text", "output", "error"]
 
 
 def response_text_length(parts: Sequence[Part]) -> int:
-    """Code points of all model-facing text in ``parts``, protected reminders included.
+    """Code points of all model-facing text in ``parts`` (what ``content_length`` holds).
 
-    Counts top-level ``text`` and string ``functionResponse.response.output`` / ``.error``;
-    media and every other value count nothing. This is what ``content_length`` holds.
+    Counts top-level ``text`` and every function-response value (strings as they are,
+    anything else as compact JSON); media count nothing.
     """
-    return model_text_length(parts if isinstance(parts, list) else list(parts))
+    return model_text_length(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +60,7 @@ class FittedSlot:
     Attributes:
         part: the part's index in the response.
         field: which string of the part.
-        text: the preview, exactly as written (without any protected reminder before it).
+        text: the preview, exactly as written.
         excerpt: what the preview kept of its source, to cut a smaller preview from.
     """
 
@@ -60,9 +72,15 @@ class FittedSlot:
 
 @dataclass(frozen=True, slots=True)
 class FinalizeState:
-    """What ``ToolCallResponse.finalize_state`` holds: the response's fitted slots."""
+    """What ``ToolCallResponse.finalize_state`` holds.
 
-    fitted: tuple[FittedSlot, ...]
+    Attributes:
+        fitted: the response's fitted slots.
+        media_checked: its media parts were checked (and saved) by a finalizer pass.
+    """
+
+    fitted: tuple[FittedSlot, ...] = ()
+    media_checked: bool = False
 
     def lookup(self) -> dict[tuple[int, SlotField], FittedSlot]:
         """The fitted slots by (part index, field)."""
@@ -77,16 +95,17 @@ class Slot:
         owner: the response's index in the batch.
         part: the part's index in the response.
         field: which string of the part.
-        prefix: protected text kept inline before the slot (a lifecycle reminder), or ``""``.
         text: the budgeted text.
+        folded: ``text`` is not the field's value as it stands (a structured value as
+            JSON, or other keys folded into ``output``): cutting it reshapes the response.
         fitted: the preview this text is, when the finalizer made it (checked, not trusted).
     """
 
     owner: int
     part: int
     field: SlotField
-    prefix: str
     text: str
+    folded: bool = False
     fitted: FittedSlot | None = None
 
 
@@ -104,51 +123,75 @@ def _fitted(
     return fitted
 
 
+def _output_text(body: Mapping[str, object]) -> tuple[str, bool] | None:
+    """The output slot's text and whether it is folded, or ``None`` when there is none."""
+    others = [key for key in body if key not in RESPONSE_TEXT_KEYS]
+    has_output = "output" in body
+    output = body.get("output")
+    if not others:
+        if not has_output:
+            return None
+        if isinstance(output, str):
+            return output, False
+        return compact_json(output), True
+    folded = compact_json({key: body[key] for key in others})
+    if not has_output:
+        return folded, True
+    text = output if isinstance(output, str) else compact_json(output)
+    return text + "\n" + folded, True
+
+
 def collect_slots(
     parts: Sequence[Part],
     *,
     owner: int,
     include_top_level_text: bool,
-    reminders: Mapping[str, tuple[str, ...]],
+    lifecycle: frozenset[str] = frozenset(),
+    tool: str | None = None,
+    success: bool = True,
     state: object = None,
 ) -> list[Slot]:
     """The budgeted slots of one response's ``parts``, in order.
 
-    A successful ``output`` (its response has no ``error``) of a protected tool that equals
-    one of its reminders makes no slot; one that starts with a reminder and a blank line
-    keeps that prefix outside the slot. ``state`` is the response's ``finalize_state``.
+    Args:
+        parts: the response's parts (or a whole batch's, for the send guard).
+        owner: the index written into each slot.
+        include_top_level_text: whether top-level ``text`` parts are budgeted.
+        lifecycle: tool names whose successful output stays inline, unbudgeted.
+        tool: the response's tool name (``None``: each function response's own name).
+        success: whether the response succeeded; a failed one is never exempt.
+        state: the response's ``finalize_state``.
     """
-    known = state.lookup() if isinstance(state, FinalizeState) else None
+    known = state.lookup() if isinstance(state, FinalizeState) and state.fitted else None
     slots: list[Slot] = []
     for index, part in enumerate(parts):
         if isinstance(part, FunctionResponsePart):
             function_response = part.function_response
-            response = function_response.response
-            output = response.get("output")
-            error = response.get("error")
-            if isinstance(output, str):
-                protected = 0
-                if error is None and function_response.name in reminders:
-                    protected = protected_prefix_length(function_response.name, output, reminders)
-                if protected == 0 or protected < len(output):
-                    text = output[protected:] if protected else output
-                    slots.append(
-                        Slot(
-                            owner,
-                            index,
-                            "output",
-                            output[:protected],
-                            text,
-                            _fitted(known, index, "output", text),
-                        )
-                    )
-            if isinstance(error, str):
+            body = function_response.response
+            if (
+                success
+                and lifecycle
+                and "error" not in body
+                and (tool if tool is not None else function_response.name) in lifecycle
+            ):
+                continue
+            output = _output_text(body)
+            if output is not None:
+                text, folded = output
+                fitted = _fitted(known, index, "output", text)
+                slots.append(Slot(owner, index, "output", text, folded, fitted))
+            if "error" in body:
+                error = body["error"]
+                folded = not isinstance(error, str)
+                text = error if isinstance(error, str) else compact_json(error)
                 slots.append(
-                    Slot(owner, index, "error", "", error, _fitted(known, index, "error", error))
+                    Slot(owner, index, "error", text, folded, _fitted(known, index, "error", text))
                 )
         elif include_top_level_text and isinstance(part, TextPart):
             text = part.text
-            slots.append(Slot(owner, index, "text", "", text, _fitted(known, index, "text", text)))
+            slots.append(
+                Slot(owner, index, "text", text, False, _fitted(known, index, "text", text))
+            )
     return slots
 
 
@@ -177,7 +220,8 @@ def rebuild_parts(parts: Sequence[Part], fits: Iterable[tuple[Slot, FittedSlot]]
     """A new list of parts with the fitted strings in place.
 
     Only the parts that changed are copied (shallowly: the part, its function response and
-    its response dict); every other part, media included, is the same object.
+    its response dict); every other part, media included, is the same object. A cut
+    folded ``output`` drops the keys it folded in (their text is in the preview's source).
     """
     changes: dict[int, list[tuple[Slot, FittedSlot]]] = {}
     for slot, fitted in fits:
@@ -192,7 +236,9 @@ def rebuild_parts(parts: Sequence[Part], fits: Iterable[tuple[Slot, FittedSlot]]
             function_response = part.function_response
             response = dict(function_response.response)
             for slot, fitted in edits:
-                response[slot.field] = slot.prefix + fitted.text
+                if slot.field == "output" and slot.folded:
+                    response = {k: v for k, v in response.items() if k in RESPONSE_TEXT_KEYS}
+                response[slot.field] = fitted.text
             rebuilt[index] = part.model_copy(
                 update={
                     "function_response": function_response.model_copy(update={"response": response})
@@ -201,7 +247,9 @@ def rebuild_parts(parts: Sequence[Part], fits: Iterable[tuple[Slot, FittedSlot]]
     return rebuilt
 
 
-def merge_state(slots: Iterable[Slot], fits: Iterable[FittedSlot]) -> FinalizeState:
+def merge_state(
+    slots: Iterable[Slot], fits: Iterable[FittedSlot], *, media_checked: bool
+) -> FinalizeState:
     """A response's new ``finalize_state``: its new fits plus earlier ones still in place.
 
     ``slots`` are the response's slots as collected (their ``fitted`` already checked
@@ -211,4 +259,4 @@ def merge_state(slots: Iterable[Slot], fits: Iterable[FittedSlot]) -> FinalizeSt
     for slot in slots:
         if slot.fitted is not None:
             new.setdefault((slot.part, slot.field), slot.fitted)
-    return FinalizeState(tuple(new[key] for key in sorted(new)))
+    return FinalizeState(tuple(new[key] for key in sorted(new)), media_checked)

@@ -13,13 +13,19 @@ from toolbatch.hooks._models import (
     PostToolBatchInput,
     PostToolBatchOutput,
 )
-from toolbatch.hooks._runner import apply_hook_output, build_hook_input, run_post_tool_batch_hooks
+from toolbatch.hooks._runner import (
+    HookOutcome,
+    apply_hook_output,
+    build_hook_input,
+    run_post_tool_batch_hooks,
+)
 
 __all__ = [
     "BLOCK_EXIT_CODE",
     "DEFAULT_HOOK_TIMEOUT_S",
     "CommandHook",
     "HookFailed",
+    "HookOutcome",
     "HookToolCall",
     "HookToolResponse",
     "PostToolBatchHook",

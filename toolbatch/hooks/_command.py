@@ -30,7 +30,13 @@ from toolbatch._process import stop_group
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.hooks._models import PostToolBatchInput, PostToolBatchOutput
 
-__all__ = ["BLOCK_EXIT_CODE", "DEFAULT_HOOK_TIMEOUT_S", "CommandHook", "HookFailed"]
+__all__ = [
+    "BLOCK_EXIT_CODE",
+    "DEFAULT_HOOK_TIMEOUT_S",
+    "CommandHook",
+    "HookFailed",
+    "hook_payload",
+]
 
 DEFAULT_HOOK_TIMEOUT_S: Final = 15.0
 BLOCK_EXIT_CODE: Final = 2
@@ -103,10 +109,7 @@ class CommandHook:
             HookFailed: the command could not start, timed out, exited non-zero (but not
                 2), or printed something other than a JSON object.
         """
-        # ASCII JSON: a lone surrogate (a model may send one in its arguments, a tool may
-        # print one) becomes a \udXXX escape instead of an encoding error that would
-        # silently skip the hook.
-        payload = json.dumps(batch.model_dump(mode="json"), ensure_ascii=True).encode("ascii")
+        payload = hook_payload(batch)
         try:
             process = await anyio.open_process(
                 list(self.argv),
@@ -179,6 +182,18 @@ class CommandHook:
                 f"hook {self.label!r} printed JSON that is not an object: {text[:200]!r}"
             )
         return _translate_answer(answer, self.label)
+
+
+def hook_payload(batch: PostToolBatchInput) -> bytes:
+    """The JSON a command hook reads on stdin, as UTF-8.
+
+    Text stays as it is (no ``\\uXXXX`` for every non-ASCII character), so the payload is
+    about the size of the bounded batch; a lone surrogate (a model may send one, a tool may
+    print one) becomes its JSON escape instead of an encoding error that would silently
+    skip the hook.
+    """
+    text = json.dumps(batch.model_dump(mode="json"), ensure_ascii=False)
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _translate_answer(answer: dict[str, object], label: str) -> PostToolBatchOutput | None:

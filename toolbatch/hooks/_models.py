@@ -21,15 +21,15 @@ __all__ = [
 class HookToolResponse(BaseModel):
     """One call's bounded response as a hook sees it (never ``persisted_output_files``).
 
-    ``parts`` are the wire dicts the model will receive, except that inline binary data is
-    replaced by a short placeholder.
+    ``parts`` are the wire dicts the model will receive (already within the batch budget),
+    except that inline binary data is replaced by a short placeholder. The unbounded
+    ``display`` is never included, nor the raw error message (the bounded one is in the
+    parts): a hook reads what the model reads.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     parts: list[dict[str, JsonValue]]
-    display: JsonValue = None
-    error: str | None = None
     error_type: str | None = None
     status: ResponseStatus = "success"
     content_length: int = 0
@@ -59,14 +59,19 @@ class PostToolBatchInput(BaseModel):
 
 
 class PostToolBatchOutput(BaseModel):
-    """What a hook may ask for.
+    """What a hook may ask for. None of it rewrites a tool's result (``replace`` aside).
 
     Attributes:
-        additional_context: text appended to the last call's last function response.
-        stop: turn the last call into an error response carrying ``stop_reason``.
-        stop_reason: why the batch was stopped (shown to the model).
-        replace: call id to a replacement response. A replacement never inherits
-            ``persisted_output_files``; whatever it carries there is dropped.
+        additional_context: text for the model, sent as its own top-level text part after
+            the batch's responses (bounded by the budget like any output, never attributed
+            to a tool).
+        stop: stop the agent after this batch: every result is kept and sent, the reason
+            is added as a text part, ``Turn.stop_reason`` is set, and an agent loop ends
+            the prompt instead of asking the model again.
+        stop_reason: why (shown to the model and reported by the runtime).
+        replace: call id to a replacement response, validated and bounded like any
+            producer result. A replacement never inherits ``persisted_output_files``;
+            whatever it carries there is dropped.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

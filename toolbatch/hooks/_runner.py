@@ -1,34 +1,25 @@
-"""Running PostToolBatch hooks and applying what they ask for.
+"""Running PostToolBatch hooks and reading what they ask for.
 
 Hooks run concurrently on the same bounded input. Their answers are merged in the order the
 hooks were configured: contexts are joined, any stop stops (reasons joined), later
 replacements win. A hook that crashes, times out or answers garbage is logged and ignored.
-Effects, in order: replacements, then stop (the last call becomes an error response
-carrying the reason), then additional context (appended to the last call's last function
-response: its output, else its error).
+What they ask for never rewrites a tool's result: replacements (validated like any
+producer result) are applied to their calls, and the context and the stop reason come back
+as text for the turn pipeline to send as the batch's own top-level parts.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
 import structlog
 from pydantic import JsonValue, ValidationError
 
-from toolbatch._wire import (
-    FunctionResponsePart,
-    InlineDataPart,
-    Part,
-    TextPart,
-    ToolCall,
-    ToolCallResponse,
-    function_response_part,
-    parts_adapter,
-)
+from toolbatch._wire import InlineDataPart, Part, ToolCallResponse, parts_adapter
 from toolbatch.hooks._command import CommandHook, HookFailed
 from toolbatch.hooks._models import (
     HookToolCall,
@@ -38,12 +29,13 @@ from toolbatch.hooks._models import (
     PostToolBatchOutput,
 )
 
-__all__ = ["apply_hook_output", "build_hook_input", "run_post_tool_batch_hooks"]
+__all__ = ["HookOutcome", "apply_hook_output", "build_hook_input", "run_post_tool_batch_hooks"]
 
 log = structlog.get_logger("toolbatch.hooks")
 
 CONTEXT_SEPARATOR: Final = "\n\n"
-HOOK_STOPPED_ERROR_TYPE: Final = "hook_stopped"
+STOP_NOTE: Final = "A PostToolBatch hook stopped the agent after these tool results: "
+"""How the stop reason is told to the model (its own text part, after the results)."""
 
 
 def _placeholder(part: InlineDataPart) -> dict[str, JsonValue]:
@@ -68,28 +60,27 @@ def _hook_parts(parts: list[Part]) -> list[dict[str, JsonValue]]:
 
 def build_hook_input(
     responses: Sequence[ToolCallResponse],
-    calls: Sequence[ToolCall | None],
     *,
     session_id: str | None = None,
     cwd: str | None = None,
 ) -> PostToolBatchInput:
-    """The hook's view of the batch: each call with its bounded response.
+    """The hook's view of the batch: each call with its bounded, model-facing response.
 
-    ``calls[i]`` is the call answered by ``responses[i]`` (``None`` when there was no valid
-    call, e.g. a malformed one). ``persisted_output_files`` is never included.
+    ``tool_input`` is the call's arguments (``{}`` for a malformed call); the response is
+    its parts as the model will receive them (inline binary replaced by a placeholder).
+    ``persisted_output_files`` and the unbounded ``display`` are never included.
     """
     tool_calls = []
-    for response, call in zip(responses, calls, strict=True):
+    for response in responses:
+        args = response.call_args
         tool_calls.append(
             HookToolCall.model_construct(
                 tool_name=response.name,
-                tool_input=dict(call.args) if call is not None else {},
+                tool_input=dict(args) if args is not None else {},
                 tool_use_id=response.call_id,
                 status=response.status,
                 tool_response=HookToolResponse.model_construct(
                     parts=_hook_parts(response.parts),
-                    display=response.display,
-                    error=response.error,
                     error_type=response.error_type,
                     status=response.status,
                     content_length=response.content_length,
@@ -180,42 +171,20 @@ async def run_post_tool_batch_hooks(
     return merged
 
 
-def _append_text(value: JsonValue, addition: str) -> str:
-    if isinstance(value, str):
-        return value + CONTEXT_SEPARATOR + addition if value else addition
-    return json.dumps(value, ensure_ascii=False) + CONTEXT_SEPARATOR + addition
+@dataclass(frozen=True, slots=True)
+class HookOutcome:
+    """What the hooks' merged answer does to a batch.
 
+    Attributes:
+        responses: the batch with replacements applied (the same objects elsewhere).
+        context: text parts for the model, in order (each hook's context, then the stop
+            note); never attached to a tool's response.
+        stop_reason: set when a hook stopped the agent.
+    """
 
-def _with_context(response: ToolCallResponse, context: str) -> ToolCallResponse:
-    parts = list(response.parts)
-    for index in range(len(parts) - 1, -1, -1):
-        part = parts[index]
-        if isinstance(part, FunctionResponsePart):
-            body = dict(part.function_response.response)
-            key = (
-                "output" if "output" in body or not isinstance(body.get("error"), str) else "error"
-            )
-            body[key] = _append_text(body.get(key, ""), context)
-            parts[index] = function_response_part(
-                part.function_response.id, part.function_response.name, body
-            )
-            return response.with_parts(parts)
-    parts.append(TextPart(text=context))
-    return response.with_parts(parts)
-
-
-def _stopped(response: ToolCallResponse, reason: str) -> ToolCallResponse:
-    parts: list[Part] = [function_response_part(response.call_id, response.name, {"error": reason})]
-    return response.model_copy(
-        update={
-            "parts": parts,
-            "error": reason,
-            "error_type": HOOK_STOPPED_ERROR_TYPE,
-            "status": "error",
-            "content_length": len(reason),
-            "persisted_output_files": (),
-        }
-    )
+    responses: list[ToolCallResponse]
+    context: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
 
 
 def _replacement(original: ToolCallResponse, given: ToolCallResponse) -> ToolCallResponse:
@@ -224,7 +193,7 @@ def _replacement(original: ToolCallResponse, given: ToolCallResponse) -> ToolCal
     parts = parts_adapter.validate_python(
         parts_adapter.dump_python(given.parts, by_alias=True, exclude_none=True)
     )
-    return ToolCallResponse.model_validate(
+    replaced = ToolCallResponse.model_validate(
         {
             "call_id": original.call_id,
             "name": original.name,
@@ -235,15 +204,16 @@ def _replacement(original: ToolCallResponse, given: ToolCallResponse) -> ToolCal
             "status": given.status,
         }
     )
+    return replaced.model_copy(update={"call_args": original.call_args})
 
 
 def apply_hook_output(
     responses: Sequence[ToolCallResponse], output: PostToolBatchOutput | None
-) -> list[ToolCallResponse]:
-    """The batch after the hooks' effects (the same objects where nothing changed)."""
+) -> HookOutcome:
+    """What ``output`` does to the batch: replacements in place, context and stop beside it."""
     result = list(responses)
-    if output is None or not result:
-        return result
+    if output is None:
+        return HookOutcome(result)
     for call_id, given in output.replace.items():
         for index, original in enumerate(result):
             if original.call_id == call_id and original.status != "duplicate":
@@ -254,9 +224,9 @@ def apply_hook_output(
                 break
         else:
             log.warning("hooks.unknown_replacement", call_id=call_id)
+    context = [output.additional_context] if output.additional_context else []
+    stop_reason = None
     if output.stop:
-        reason = output.stop_reason or "Execution stopped by PostToolBatch hook"
-        result[-1] = _stopped(result[-1], reason)
-    if output.additional_context:
-        result[-1] = _with_context(result[-1], output.additional_context)
-    return result
+        stop_reason = output.stop_reason or "stopped by a PostToolBatch hook"
+        context.append(STOP_NOTE + stop_reason)
+    return HookOutcome(result, context, stop_reason)

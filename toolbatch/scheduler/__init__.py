@@ -1,25 +1,26 @@
-"""The scheduler: the registry, custom tools, batches, and the turn assembler."""
+"""The scheduler: the registry, custom tools, and the one turn pipeline (execute, complete)."""
 
-from toolbatch.scheduler._assembler import PostFinalizeStep, TurnAssembler
 from toolbatch.scheduler._registry import Registry, default_registry
 from toolbatch.scheduler._scheduler import (
     DEFAULT_CALL_TIMEOUT_CEILING_S,
     DEFAULT_CONCURRENCY,
+    USE_CONFIG,
     ApprovalCallback,
     BatchObserver,
     SchedulerConfig,
     ToolScheduler,
+    UseConfig,
 )
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_CEILING_S",
     "DEFAULT_CONCURRENCY",
+    "USE_CONFIG",
     "ApprovalCallback",
     "BatchObserver",
-    "PostFinalizeStep",
     "Registry",
     "SchedulerConfig",
     "ToolScheduler",
-    "TurnAssembler",
+    "UseConfig",
     "default_registry",
 ]

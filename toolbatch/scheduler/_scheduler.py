@@ -1,10 +1,18 @@
-"""The scheduler: one model turn's batch of tool calls, run concurrently, answered in order.
+"""The scheduler: one model turn's batch of tool calls, run once and completed once.
 
-The sequence, always: validate and plan the calls (unknown tools, invalid calls and repeated
-ids get their error responses in place), run the rest concurrently under the concurrency
-limit, each with a timeout, gather the responses in ordinal order, finalize, run the
-PostToolBatch hooks, finalize again, pass the parts through the send guard, record the turn
-(when a recorder is configured) and return it. Bad input never escapes ``run_batch``.
+A turn is two steps, always in this order and each exactly once:
+
+1. ``execute(calls)`` validates and plans the calls (unknown tools, invalid calls and
+   repeated ids are answered in place), runs the rest concurrently under the concurrency
+   limit, each with a deadline, and returns one response per call in the model's order.
+   Nothing is bounded yet; bad input never escapes, nor does anything a tool raises.
+2. ``complete_turn(responses)`` is the one completion, at the outermost boundary: finalize,
+   PostToolBatch hooks, finalize, send guard, record. It returns the ``Turn`` whose parts
+   are exactly what is recorded and sent.
+
+``run_batch(calls)`` is ``execute`` then ``complete_turn``. A runtime that answers some
+calls itself (duplicates, skipped, synthetic) executes the rest, merges everything in the
+model's order and completes once.
 """
 
 from __future__ import annotations
@@ -13,10 +21,10 @@ import contextlib
 import math
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Literal, Self
+from typing import Any, Final, Self
 
 import anyio
 import structlog
@@ -24,6 +32,8 @@ from pydantic import ValidationError
 
 from toolbatch._wire import (
     BatchObserver,
+    Part,
+    TextPart,
     ToolCall,
     ToolCallResponse,
     ToolDeclaration,
@@ -31,8 +41,16 @@ from toolbatch._wire import (
     Turn,
 )
 from toolbatch.artifacts import ArtifactStore
-from toolbatch.errors import ConfigError
-from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, DEFAULT_LIFECYCLE_REMINDERS
+from toolbatch.errors import ConfigError, RecorderError
+from toolbatch.finalize import (
+    DEFAULT_BATCH_BUDGET_CHARS,
+    DEFAULT_LIFECYCLE_TOOLS,
+    Budget,
+    check_budget,
+    check_lifecycle_tools,
+    enforce_send_budget,
+    finalize_tool_responses,
+)
 from toolbatch.hooks import (
     DEFAULT_HOOK_TIMEOUT_S,
     CommandHook,
@@ -43,16 +61,17 @@ from toolbatch.hooks import (
 )
 from toolbatch.producers import Producer, ProducerContext, apply_output_threshold
 from toolbatch.recorder import Recorder, response_kind
-from toolbatch.scheduler._assembler import TurnAssembler
 from toolbatch.scheduler._registry import Registry
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_CEILING_S",
     "DEFAULT_CONCURRENCY",
+    "USE_CONFIG",
     "ApprovalCallback",
     "BatchObserver",
     "SchedulerConfig",
     "ToolScheduler",
+    "UseConfig",
 ]
 
 log = structlog.get_logger("toolbatch.scheduler")
@@ -64,9 +83,24 @@ BACKSTOP_GRACE_S: Final = 10.0
 """Time a producer gets past the ceiling to clean up and answer before it is cut off."""
 DEADLINE_POLL_S: Final = 0.1
 """How often a batch's deadline watcher looks again (its timing precision)."""
+HOOK_CONTEXT_TOOL: Final = "hook_context"
+"""The name a batch's own text (hook context, a stop note) is persisted under when cut."""
 
 ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool]]
 """Asked before a tool whose declaration needs permission runs; ``False`` rejects it."""
+
+
+class UseConfig:
+    """The type of :data:`USE_CONFIG`: "the session's configured value"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "USE_CONFIG"
+
+
+USE_CONFIG: Final = UseConfig()
+"""Default of per-turn options: take the value from the ``SchedulerConfig``."""
 
 
 def _check_positive(name: str, value: object) -> None:
@@ -76,16 +110,25 @@ def _check_positive(name: str, value: object) -> None:
         or math.isnan(value)
         or value <= 0
     ):
-        raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def _check_path(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, str | os.PathLike):
+        raise ConfigError(
+            f"{name} must be a path (str or os.PathLike) or None, got {value!r}; pass e.g. "
+            f"{name}='./artifacts'"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
-    """How a ``ToolScheduler`` runs batches.
+    """How a ``ToolScheduler`` runs batches. Every value is checked here, at construction:
+    a bad one raises ``ConfigError`` naming it and the fix.
 
     Attributes:
-        batch_budget: the aggregate budget of model-facing text per batch, in code points
-            (``None`` disables it).
+        batch_budget: the aggregate budget of model-facing text per batch, in code points:
+            a positive int, or ``None`` / ``math.inf`` for no budget (stored as ``None``).
         concurrency: how many calls run at once.
         call_timeout: the ceiling on any one call, in seconds. Producers have shorter
             defaults of their own (shell 120 s unless the call asks for more, MCP 60 s,
@@ -94,16 +137,17 @@ class SchedulerConfig:
             under the system temp dir for each scheduler session, left in place afterwards
             so the model can still read it).
         store: an ``ArtifactStore`` to use instead of making one at ``artifacts_dir``.
-        mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict or a JSON file path;
-            its servers are started and discovered on enter and stopped on exit.
+        mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict or a JSON file path
+            (read and checked now); its servers are started on enter and stopped on exit.
         hooks: PostToolBatch hooks: async callables and ``CommandHook``s.
         hook_timeout: seconds a Python hook may take (command hooks have their own).
-        recorder: where each finalized turn is recorded before it is returned.
-        lifecycle_reminders: protected lifecycle reminder texts per tool name.
+        recorder: where each completed turn is recorded before it is returned.
+        lifecycle_tools: tools whose successful output is policy input, kept inline
+            outside the budget (default ``{"enter_plan_mode"}``).
         session_id: passed to hooks and recorded.
     """
 
-    batch_budget: int | None = DEFAULT_BATCH_BUDGET_CHARS
+    batch_budget: Budget | float = DEFAULT_BATCH_BUDGET_CHARS
     concurrency: int = DEFAULT_CONCURRENCY
     call_timeout: float = DEFAULT_CALL_TIMEOUT_CEILING_S
     artifacts_dir: str | os.PathLike[str] | None = None
@@ -112,18 +156,13 @@ class SchedulerConfig:
     hooks: Sequence[PostToolBatchHook | CommandHook] = ()
     hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
     recorder: Recorder | None = None
-    lifecycle_reminders: Mapping[str, Sequence[str]] = field(
-        default_factory=lambda: dict(DEFAULT_LIFECYCLE_REMINDERS)
-    )
+    lifecycle_tools: Iterable[str] = field(default_factory=lambda: DEFAULT_LIFECYCLE_TOOLS)
     session_id: str | None = None
 
     def __post_init__(self) -> None:
-        budget = self.batch_budget
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-            raise ConfigError(
-                f"batch_budget must be a positive int of characters or None to disable, "
-                f"got {budget!r}"
-            )
+        # Normalised once, here: the rest of toolbatch sees int | None and a frozenset.
+        object.__setattr__(self, "batch_budget", check_budget(self.batch_budget))
+        object.__setattr__(self, "lifecycle_tools", check_lifecycle_tools(self.lifecycle_tools))
         if (
             isinstance(self.concurrency, bool)
             or not isinstance(self.concurrency, int)
@@ -132,6 +171,13 @@ class SchedulerConfig:
             raise ConfigError(f"concurrency must be an int >= 1, got {self.concurrency!r}")
         _check_positive("call_timeout", self.call_timeout)
         _check_positive("hook_timeout", self.hook_timeout)
+        _check_path("artifacts_dir", self.artifacts_dir)
+        if self.store is not None and not isinstance(self.store, ArtifactStore):
+            raise ConfigError(
+                f"store must be a toolbatch.ArtifactStore or None, got {self.store!r}"
+            )
+        if self.session_id is not None and not isinstance(self.session_id, str):
+            raise ConfigError(f"session_id must be a str or None, got {self.session_id!r}")
         if isinstance(self.hooks, str | bytes) or not isinstance(self.hooks, Sequence):
             raise ConfigError(f"hooks must be a list of hooks, got {self.hooks!r}")
         for index, hook in enumerate(self.hooks):
@@ -145,6 +191,22 @@ class SchedulerConfig:
                 f"recorder {self.recorder!r} has no record_turn method; use "
                 f"toolbatch.JsonlRecorder(path)"
             )
+        if self.mcp_servers is not None:
+            from toolbatch.producers.mcp import load_mcp_config
+
+            load_mcp_config(self.mcp_servers)  # a bad document fails now, not on enter
+
+    @property
+    def budget(self) -> Budget:
+        """``batch_budget`` as checked (``None``: no budget)."""
+        budget: Budget = self.batch_budget  # type: ignore[assignment]  # normalised above
+        return budget
+
+    @property
+    def lifecycle(self) -> frozenset[str]:
+        """``lifecycle_tools`` as checked."""
+        tools: frozenset[str] = self.lifecycle_tools  # type: ignore[assignment]
+        return tools
 
 
 @dataclass(slots=True, eq=False)
@@ -160,6 +222,7 @@ class _Plan:
     deadline: float | None = None
     timeout_s: float = 0.0
     timed_out: bool = False
+    started: bool = False
 
 
 class _CallLog:
@@ -187,6 +250,29 @@ def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
         log.warning("scheduler.observer_failed", error=f"{type(exc).__name__}: {exc}")
 
 
+class _Reporter:
+    """Reports each call of a batch to the observer exactly once: started, then finished."""
+
+    __slots__ = ("_finished", "_progress", "_started")
+
+    def __init__(self, observer: BatchObserver | None) -> None:
+        self._started = getattr(observer, "call_started", None)
+        self._progress = getattr(observer, "call_progress", None)
+        self._finished = getattr(observer, "call_finished", None)
+
+    def started(self, plan: _Plan) -> None:
+        if not plan.started:
+            plan.started = True
+            _safe_notify(self._started, plan.call)
+
+    def progress(self, call: ToolCall, message: str) -> None:
+        _safe_notify(self._progress, call, message)
+
+    def finished(self, plan: _Plan) -> None:
+        self.started(plan)
+        _safe_notify(self._finished, plan.call, plan.response)
+
+
 class ToolScheduler:
     """Runs batches of tool calls. Use it as an async context manager.
 
@@ -200,6 +286,11 @@ class ToolScheduler:
             raise ConfigError(
                 f"ToolScheduler needs a toolbatch.Registry, got {registry!r}; build one with "
                 f"toolbatch.default_registry() or toolbatch.Registry([...])"
+            )
+        if config is not None and not isinstance(config, SchedulerConfig):
+            raise ConfigError(
+                f"config must be a toolbatch.SchedulerConfig, got {config!r}; build one with "
+                f"toolbatch.SchedulerConfig(batch_budget=...)"
             )
         self.registry = registry
         self.config = config if config is not None else SchedulerConfig()
@@ -257,6 +348,10 @@ class ToolScheduler:
             return ArtifactStore(self.config.artifacts_dir)
         return ArtifactStore(tempfile.mkdtemp(prefix="toolbatch-artifacts-"))
 
+    def _check_open(self) -> None:
+        if self._stack is None:
+            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
+
     @property
     def store(self) -> ArtifactStore:
         """The artifact store of this session."""
@@ -281,7 +376,7 @@ class ToolScheduler:
             return self.registry.get(name)
         return self._producers.get(name)
 
-    # -- one batch ------------------------------------------------------------------------
+    # -- one turn -------------------------------------------------------------------------
 
     async def run_batch(
         self,
@@ -291,10 +386,9 @@ class ToolScheduler:
         abort: anyio.Event | None = None,
         observer: BatchObserver | None = None,
         approve: ApprovalCallback | None = None,
-        record: bool = True,
-        budget: int | Literal["config"] | None = "config",
+        budget: Budget | float | UseConfig = USE_CONFIG,
     ) -> Turn:
-        """Run one model turn's calls and return the finalized, recorded turn.
+        """Run one model turn's calls and complete the turn: ``execute``, then ``complete_turn``.
 
         Args:
             calls: the model's calls in its order (``ToolCall`` objects or their dicts).
@@ -303,22 +397,122 @@ class ToolScheduler:
             observer: receives live per-call events for display.
             approve: asked before tools that need permission run; a rejection becomes an
                 error response the model sees.
-            record: ``False`` skips the configured recorder, for a runtime that records
-                the whole turn at its own outer boundary.
-            budget: this batch's budget instead of the configured ``batch_budget``
-                (``None`` disables it), e.g. for a service whose requests carry their own.
+            budget: this turn's budget instead of the configured one (a positive int, or
+                ``None`` / ``math.inf`` for none), e.g. for a service whose requests carry
+                their own.
+
+        Raises:
+            ConfigError: ``budget`` is invalid (checked before anything runs).
+            RecorderError: the configured recorder failed; ``.turn`` holds the completed
+                turn, which was not recorded.
         """
-        if self._stack is None:
-            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
-        if budget == "config":
-            budget = self.config.batch_budget
-        elif budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-            raise ConfigError(
-                f"budget must be an int of characters, None to disable, or 'config', got {budget!r}"
-            )
+        if not isinstance(budget, UseConfig):
+            budget = check_budget(budget, name="budget")
+        responses = await self.execute(calls, abort=abort, observer=observer, approve=approve)
+        return await self.complete_turn(responses, budget=budget)
+
+    async def execute(
+        self,
+        calls: Sequence[ToolCall | Mapping[str, Any]],
+        /,
+        *,
+        abort: anyio.Event | None = None,
+        observer: BatchObserver | None = None,
+        approve: ApprovalCallback | None = None,
+    ) -> list[ToolCallResponse]:
+        """Run the calls and answer every one of them, in the model's call order.
+
+        Calls that cannot run are answered in place (unknown tool, malformed or invalid
+        call, repeated id, denied). Nothing is bounded here: complete the turn once with
+        :meth:`complete_turn`. Nothing a tool raises escapes (``SystemExit`` included);
+        every call is reported to ``observer`` exactly once (started, then finished).
+        """
+        self._check_open()
         plans = self._plan(calls)
-        await self._execute(plans, abort, observer, approve)
-        return await self._complete(plans, record=record, budget=budget)
+        reporter = _Reporter(observer)
+        for plan in plans:
+            if plan.response is not None:
+                reporter.finished(plan)
+        await self._execute(plans, abort, reporter, approve)
+        responses: list[ToolCallResponse] = []
+        for plan in plans:
+            assert plan.response is not None
+            responses.append(plan.response)
+        return responses
+
+    async def complete_turn(
+        self,
+        responses: Sequence[ToolCallResponse],
+        /,
+        *,
+        budget: Budget | float | UseConfig = USE_CONFIG,
+        recorder: Recorder | UseConfig | None = USE_CONFIG,
+    ) -> Turn:
+        """Complete one turn, once: finalize, PostToolBatch hooks, finalize, send guard, record.
+
+        Args:
+            responses: every response of the turn in the model's call order: what
+                :meth:`execute` returned, merged with the duplicate, skipped, cancelled and
+                synthetic responses the runtime answered itself.
+            budget: this turn's budget instead of the configured one.
+            recorder: where the turn is recorded instead of the configured recorder
+                (``None``: nowhere), e.g. an agent loop's transcript.
+
+        Returns:
+            The turn: the responses as the model receives them, the parts to send
+            (responses' parts, then the batch's own text: hook context, the stop note) and
+            ``stop_reason`` when a hook stopped the agent. What is returned is what was
+            recorded.
+
+        Raises:
+            ConfigError: ``budget`` is invalid.
+            RecorderError: the recorder failed; ``.turn`` holds the completed turn, which
+                was not recorded.
+        """
+        self._check_open()
+        if isinstance(budget, UseConfig):
+            limit = self.config.budget
+        else:
+            limit = check_budget(budget, name="budget")
+        record = self.config.recorder if isinstance(recorder, UseConfig) else recorder
+        lifecycle = self.config.lifecycle
+        finalized = await finalize_tool_responses(
+            list(responses), budget=limit, store=self._store, lifecycle_tools=lifecycle
+        )
+        stop_reason: str | None = None
+        context_count = 0
+        if self.config.hooks:
+            batch = build_hook_input(finalized, session_id=self.config.session_id)
+            output = await run_post_tool_batch_hooks(
+                self.config.hooks, batch, timeout_s=self.config.hook_timeout
+            )
+            outcome = apply_hook_output(finalized, output)
+            stop_reason = outcome.stop_reason
+            context_count = len(outcome.context)
+            if output is not None:
+                finalized = await finalize_tool_responses(
+                    [*outcome.responses, *_context_responses(outcome.context)],
+                    budget=limit,
+                    store=self._store,
+                    lifecycle_tools=lifecycle,
+                )
+        turn = _guarded_turn(finalized, context_count, limit, lifecycle, stop_reason)
+        if record is not None:
+            try:
+                await record.record_turn(turn, kinds=[response_kind(r) for r in turn.responses])
+            except RecorderError as exc:
+                exc.turn = turn
+                raise
+        log.info(
+            "turn.completed",
+            responses=len(turn.responses),
+            chars=turn.content_length,
+            budget=limit,
+            stopped=stop_reason is not None,
+        )
+        return turn
+
+    # -- execution ------------------------------------------------------------------------
 
     def _plan(self, calls: Sequence[ToolCall | Mapping[str, Any]]) -> list[_Plan]:
         if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
@@ -365,7 +559,7 @@ class ToolScheduler:
         self,
         plans: list[_Plan],
         abort: anyio.Event | None,
-        observer: BatchObserver | None,
+        reporter: _Reporter,
         approve: ApprovalCallback | None,
     ) -> None:
         runnable = [plan for plan in plans if plan.response is None]
@@ -383,33 +577,30 @@ class ToolScheduler:
             outer.start_soon(_watch_deadlines, runnable)
             async with anyio.create_task_group() as tg:
                 for _ in range(workers):
-                    tg.start_soon(self._work, queue, aborted, observer, approve)
+                    tg.start_soon(self._work, queue, aborted, reporter, approve)
             outer.cancel_scope.cancel()
         for plan in runnable:
             if plan.response is None:
-                self._answer_stopped(plan, aborted=aborted.is_set(), observer=observer)
+                self._answer_stopped(plan, aborted=aborted.is_set())
+                reporter.finished(plan)
 
     async def _work(
         self,
         queue: Iterator[_Plan],
         aborted: anyio.Event,
-        observer: BatchObserver | None,
+        reporter: _Reporter,
         approve: ApprovalCallback | None,
     ) -> None:
         for plan in queue:
             if aborted.is_set():
                 return  # the rest are answered as cancelled once the batch ends
-            call, producer = plan.call, plan.producer
-            assert producer is not None
             with anyio.CancelScope() as scope:
                 plan.scope = scope
-                plan.response = await self._answer(plan, call, producer, observer, approve)
-            if plan.response is not None and observer is not None:
-                _safe_notify(getattr(observer, "call_finished", None), call, plan.response)
+                plan.response = await self._answer(plan, reporter, approve)
+            if plan.response is not None:
+                reporter.finished(plan)
 
-    def _answer_stopped(
-        self, plan: _Plan, *, aborted: bool, observer: BatchObserver | None
-    ) -> None:
+    def _answer_stopped(self, plan: _Plan, *, aborted: bool) -> None:
         """The response of a call whose task was cancelled (abort or deadline)."""
         call = plan.call
         if plan.context is not None:
@@ -427,17 +618,12 @@ class ToolScheduler:
                 status="cancelled",
                 error_type="cancelled",
             )
-        if observer is not None:
-            _safe_notify(getattr(observer, "call_finished", None), call, plan.response)
 
     async def _answer(
-        self,
-        plan: _Plan,
-        call: ToolCall,
-        producer: Producer,
-        observer: BatchObserver | None,
-        approve: ApprovalCallback | None,
+        self, plan: _Plan, reporter: _Reporter, approve: ApprovalCallback | None
     ) -> ToolCallResponse:
+        call, producer = plan.call, plan.producer
+        assert producer is not None
         declaration = producer.declaration
         if approve is not None and declaration.needs_permission:
             try:
@@ -451,10 +637,9 @@ class ToolScheduler:
                     f"the user did not allow {call.name!r} to run; do not retry it unchanged",
                     error_type="permission_denied",
                 )
-        progress = getattr(observer, "call_progress", None) if observer is not None else None
 
         def report(message: str) -> None:
-            _safe_notify(progress, call, message)
+            reporter.progress(call, message)
 
         # The deadline starts when the producer does: the configured ceiling plus a grace
         # to clean up, or the producer's own timeout (a @tool's) when that is shorter.
@@ -475,11 +660,12 @@ class ToolScheduler:
             deadline=plan.deadline,
         )
         plan.context = context
-        if observer is not None:
-            _safe_notify(getattr(observer, "call_started", None), call)
+        reporter.started(plan)
         try:
             result = await producer.run(call, context)
-        except Exception as exc:
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt from a tool: its failure
             log.warning("scheduler.producer_raised", call_id=call.id, error=repr(exc))
             result = ToolResult.failure(
                 f"tool {call.name!r} failed: {type(exc).__name__}: {exc}",
@@ -500,29 +686,40 @@ class ToolScheduler:
             )
         return ToolCallResponse.from_result(call, result)
 
-    async def _complete(self, plans: list[_Plan], *, record: bool, budget: int | None) -> Turn:
-        assembler = TurnAssembler(
-            budget=budget,
-            store=self._store,
-            recorder=self.config.recorder if record else None,
-            outermost=record,
-            lifecycle_reminders=self.config.lifecycle_reminders,
+
+def _context_responses(texts: Sequence[str]) -> list[ToolCallResponse]:
+    """The batch's own text, as responses the finalizer can bound and persist on their own."""
+    return [
+        ToolCallResponse(
+            call_id=f"{HOOK_CONTEXT_TOOL}-{index}",
+            name=HOOK_CONTEXT_TOOL,
+            parts=[TextPart(text=text)],
         )
-        calls: list[ToolCall | None] = []
-        for plan in plans:
-            assert plan.response is not None
-            assembler.add(plan.response, ordinal=plan.ordinal, kind=response_kind(plan.response))
-            calls.append(plan.call)
-        hooks = self.config.hooks
+        for index, text in enumerate(texts, 1)
+    ]
 
-        async def run_hooks(responses: list[ToolCallResponse]) -> list[ToolCallResponse]:
-            batch = build_hook_input(responses, calls, session_id=self.config.session_id)
-            output = await run_post_tool_batch_hooks(
-                hooks, batch, timeout_s=self.config.hook_timeout
-            )
-            return apply_hook_output(responses, output)
 
-        return await assembler.complete(post_finalize=run_hooks if hooks else None)
+def _guarded_turn(
+    finalized: list[ToolCallResponse],
+    context_count: int,
+    limit: Budget,
+    lifecycle: frozenset[str],
+    stop_reason: str | None,
+) -> Turn:
+    """The turn after the send guard (a no-op for a finalized batch), context split off."""
+    responses = finalized[: len(finalized) - context_count]
+    parts: list[Part] = [part for response in finalized for part in response.parts]
+    guarded = enforce_send_budget(parts, limit, lifecycle_tools=lifecycle)
+    if guarded is not parts:
+        # The guard only rewrites parts in place (same count, same order): split it back.
+        rebuilt: list[ToolCallResponse] = []
+        offset = 0
+        for response in responses:
+            own = guarded[offset : offset + len(response.parts)]
+            offset += len(response.parts)
+            rebuilt.append(response if own == response.parts else response.with_parts(own))
+        responses = rebuilt
+    return Turn.model_construct(responses=responses, parts=guarded, stop_reason=stop_reason)
 
 
 async def _watch_abort(abort: anyio.Event, aborted: anyio.Event, plans: list[_Plan]) -> None:

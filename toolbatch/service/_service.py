@@ -16,7 +16,8 @@ Methods (params and results are JSON objects; field names are snake_case)::
     batch/run     params: {"calls": [{"id": str, "name": str, "args": {...}}],
                            "budget": int | null (optional)}
                   result: {"responses": [{"call_id", "name", "status", "parts", "display"}],
-                           "parts": [<wire parts>]}
+                           "parts": [<wire parts>],
+                           "stop_reason": str (only when a hook stopped the agent)}
     batch/cancel  params: {"request_id": <the id of a batch/run request>}
                   result: {"cancelled": bool}  (false: no such batch is running any more)
     shutdown      result: {}; in-flight batches are cancelled and answered first, then the
@@ -38,7 +39,8 @@ batch's answer::
      "message": str (only with "running", when the tool reports progress)}
 
 ``status`` is ``queued`` (every call, when the batch starts), ``running`` (started, or a
-progress report), then the call's final status: ``success``, ``error``, ``cancelled``,
+progress report; a call answered without running, such as an unknown tool, is started and
+finished at once), then the call's final status: ``success``, ``error``, ``cancelled``,
 ``skipped`` or ``duplicate``. ``index`` is the call's position in ``calls`` (call ids need
 not be unique).
 
@@ -80,6 +82,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from toolbatch._wire import Part, ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.errors import ConfigError
+from toolbatch.finalize import budget_from_wire
 from toolbatch.transports import (
     HEADLESS_TOOL_RESULT_JSON_BYTES,
     dumps_json_line,
@@ -208,9 +211,7 @@ class BatchRunParams(BaseModel):
 
     def resolve_budget(self, default: int | None) -> int | None:
         """The budget to finalize with: this batch's, else ``default``; ``None`` disables."""
-        if self.budget is None:
-            return default
-        return self.budget if self.budget > 0 else None
+        return budget_from_wire(self.budget, default)
 
 
 def _reject_constant(name: str) -> Any:
@@ -299,8 +300,8 @@ def bounded_display(display: JsonValue) -> JsonValue:
 
 
 def batch_result(turn: Turn) -> dict[str, JsonValue]:
-    """The ``batch/run`` result for a finalized turn (never ``persisted_output_files``)."""
-    return {
+    """The ``batch/run`` result for a completed turn (never ``persisted_output_files``)."""
+    result: dict[str, JsonValue] = {
         "responses": [
             {
                 "call_id": response.call_id,
@@ -313,6 +314,9 @@ def batch_result(turn: Turn) -> dict[str, JsonValue]:
         ],
         "parts": _dump_parts(turn.parts),
     }
+    if turn.stop_reason is not None:
+        result["stop_reason"] = turn.stop_reason
+    return result
 
 
 # -- framing ---------------------------------------------------------------------------
@@ -459,7 +463,6 @@ class _BatchProgress:
     def __init__(self, service: _Service, request_id: object) -> None:
         self._service = service
         self._request_id = request_id
-        self._finished: set[int] = set()
 
     def _notify(self, call: ToolCall, status: str, message: str | None = None) -> None:
         params: dict[str, JsonValue] = {
@@ -483,15 +486,7 @@ class _BatchProgress:
         self._notify(call, "running", message)
 
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        if call.ordinal is not None:
-            self._finished.add(call.ordinal)
         self._notify(call, response.status)
-
-    def settle(self, calls: Sequence[ToolCall], turn: Turn) -> None:
-        """The final status of calls answered without running (unknown tool, duplicate)."""
-        for call, response in zip(calls, turn.responses, strict=False):
-            if call.ordinal not in self._finished:
-                self._notify(call, response.status)
 
 
 class _Service:
@@ -737,14 +732,13 @@ class _Service:
             return
         finally:
             self._inflight.pop(key, None)
-        progress.settle(calls, turn)
         self._answer(request_id, batch_result(turn))
         log.info(
             "service.batch_answered",
             request_id=request_id,
             calls=len(calls),
             cancelled=abort.is_set(),
-            chars=sum(response.content_length for response in turn.responses),
+            chars=turn.content_length,
             budget=budget,
         )
 

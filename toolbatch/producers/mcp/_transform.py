@@ -11,8 +11,9 @@
 A text part longer than the trigger (500,000 characters, as Qwen Code's MCP tool) is
 written once to the artifact store and replaced in the model response by a preview of
 about 2,000 characters that names the file. ``persisted_output_files`` lists every file
-written for the call, is ``()`` when text was shortened without a file, and ``None`` when
-nothing was shortened. The display keeps the full transformed result.
+written for the call when every shortened part was saved, is ``()`` when any part was
+shortened without a file (listed files must hold all the text the model does not see), and
+``None`` when nothing was shortened. The display keeps the full transformed result.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class _Bounded:
     texts: list[str]
     shortened: bool
     files: list[Path]
+    unsaved: int = 0
 
 
 def _media_part(block: types.ImageContent | types.AudioContent) -> InlineDataPart:
@@ -124,7 +126,9 @@ async def _bound_texts(
             except ArtifactError as exc:
                 log.warning("mcp.persist_failed", chars=len(text), error=str(exc))
                 why_no_file = f"the full output could not be saved ({exc})"
-        if path is not None and path not in bounded.files:
+        if path is None:
+            bounded.unsaved += 1
+        elif path not in bounded.files:
             bounded.files.append(path)
         bounded.texts.append(
             _shortened_text(text, path=path, why_no_file=why_no_file, preview_chars=preview_chars)
@@ -188,7 +192,11 @@ async def transform_result(
         display["structuredContent"] = structured
     if result.is_error:
         display["isError"] = True
-    persisted = tuple(bounded.files) if bounded.shortened else None
+    # Listed files must hold every text the model does not see: when one shortened part
+    # could not be saved, the response is decided without a complete file.
+    persisted: tuple[Path, ...] | None = None
+    if bounded.shortened:
+        persisted = () if bounded.unsaved else tuple(bounded.files)
     if result.is_error:
         message = "\n".join(bounded.texts) or f"MCP tool {call.name!r} failed without a message"
         failed = ToolResult.failure(message, type="mcp_tool_error")
