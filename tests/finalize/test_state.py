@@ -50,4 +50,3 @@ def test_the_public_surface_holds_the_contract_names() -> None:
     ):
         assert name in toolbatch.finalize.__all__
     assert toolbatch.finalize.DEFAULT_BATCH_BUDGET_CHARS == 200_000
-    assert toolbatch.finalize.__all__ == sorted(toolbatch.finalize.__all__)

@@ -22,8 +22,7 @@ from toolbatch import (
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import response_text_length
 from toolbatch.hooks import PostToolBatchInput, PostToolBatchOutput
-from toolbatch.producers import ProducerContext, ToolDeclaration
-from toolbatch.producers import tool
+from toolbatch.producers import ProducerContext, ToolDeclaration, tool
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
 

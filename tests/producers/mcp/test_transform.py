@@ -227,6 +227,23 @@ async def test_a_store_that_refuses_the_write_still_shortens_the_text(
     assert os.listdir(tmp_path) == []
 
 
+async def test_two_large_parts_with_one_unsaved_are_not_marked_persisted(
+    tmp_path: Path,
+) -> None:
+    """Listed files must hold every text the model does not see: when only one of two large
+    parts could be written, the response lists no file (decided, no complete file)."""
+    store = ArtifactStore(tmp_path, max_total_bytes=60_000)
+    result = await transform_result(
+        types.CallToolResult(content=[text("a" * 50_000), text("b" * 50_000)]),
+        call=CALL,
+        store=store,
+        trigger_chars=10_000,
+    )
+    assert len(store.written) == 1  # the first part was saved, the second was over the cap
+    assert result.persisted_output_files == ()
+    assert "could not be saved" in str(output_of(result))
+
+
 async def test_a_full_disk_still_shortens_the_text(small_fs: Path) -> None:
     """ENOSPC on primary and fallback: the preview is sent without a path."""
     store = ArtifactStore(small_fs / "primary", fallback_dir=small_fs / "fallback")
