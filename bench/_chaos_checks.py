@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from bench._chaos_plan import CallSpec
-from toolbatch import FunctionResponsePart, Part, ToolCallResponse, parts_adapter
+from toolbatch import FunctionResponsePart, Part, TextPart, ToolCallResponse, parts_adapter
 from toolbatch.finalize import response_text_length
 
 __all__ = [
@@ -95,23 +95,26 @@ def order_problems(
         elif first.function_response.id != spec.id or first.function_response.name != spec.name:
             problems.append(f"position {position}: its functionResponse answers another call")
     flattened = [part for response in responses for part in response.parts]
-    if dump_parts(flattened) != dump_parts(parts):
+    if dump_parts(flattened) != dump_parts(parts[: len(flattened)]):
         problems.append("the turn's parts are not its responses' parts in order")
+    if not all(isinstance(part, TextPart) for part in parts[len(flattened) :]):
+        problems.append("the turn's own parts (after the responses) are not text")
     return problems
 
 
 def status_problems(
-    expected: Sequence[CallSpec], responses: Sequence[ToolCallResponse], *, stopped: bool
+    expected: Sequence[CallSpec],
+    responses: Sequence[ToolCallResponse],
+    *,
+    stopped: bool,
+    stop_reason: str | None,
 ) -> list[str]:
-    """A duplicate, unknown or malformed call not answered as such; a stop not applied."""
+    """A duplicate, unknown or malformed call not answered as such; a stop not applied (a
+    stop keeps every result: it is the turn's ``stop_reason``, never a rewritten response)."""
     problems: list[str] = []
+    if stopped and stop_reason is None:
+        problems.append("a hook stopped the batch but the turn has no stop_reason")
     for position, (spec, response) in enumerate(zip(expected, responses, strict=False)):
-        if stopped and position == len(expected) - 1:
-            if response.error_type != "hook_stopped":
-                problems.append(
-                    f"last response should carry the hook's stop, has {response.error_type!r}"
-                )
-            continue
         wrong = None
         if spec.expect == "duplicate" and response.status != "duplicate":
             wrong = f"duplicate call answered with status {response.status!r}"
@@ -121,7 +124,7 @@ def status_problems(
             wrong = f"malformed call answered with error_type {response.error_type!r}"
         elif spec.expect == "run" and (
             response.status == "duplicate"
-            or response.error_type in ("unknown_tool", "invalid_call")
+            or response.error_type in ("unknown_tool", "invalid_call", "hook_stopped")
         ):
             wrong = f"call was not run: {response.status!r}/{response.error_type!r}"
         if wrong is not None:

@@ -630,10 +630,9 @@ class _Campaign:
             "order", index, checks.order_problems(order, turn.responses, turn.parts), per_batch=True
         )
         stopped = "py.stop" in plan.hooks
-        status = checks.status_problems(order, turn.responses, stopped=stopped)
-        if plan.stops and not stopped:
-            # A command hook's stop depends on its answering in time: accept either.
-            status = [p for p in status if not p.startswith(f"position {len(order) - 1} ")]
+        status = checks.status_problems(
+            order, turn.responses, stopped=stopped, stop_reason=turn.stop_reason
+        )
         report.count("status", index, status, per_batch=False)
         report.count(
             "budget", index, checks.budget_problems(turn.parts, plan.budget), per_batch=True

@@ -138,7 +138,8 @@ def test_order_checker_catches_swapped_missing_and_foreign_responses() -> None:
     assert checks.order_problems(expected, [*good, _response("c")], parts)
     foreign = _response("a").with_parts(_response("zzz").parts)
     assert checks.order_problems(expected, [foreign, good[1]], [*foreign.parts, *good[1].parts])
-    assert checks.order_problems(expected, good, [*parts, TextPart(text="extra")])
+    assert checks.order_problems(expected, good, [*parts, TextPart(text="hook context")]) == []
+    assert checks.order_problems(expected, good, [*parts, *_response("c").parts])
 
 
 def test_status_checker_catches_unmarked_duplicates_and_ignored_stops() -> None:
@@ -147,11 +148,18 @@ def test_status_checker_catches_unmarked_duplicates_and_ignored_stops() -> None:
     duplicate = ToolCallResponse.failed(
         ToolCall(id="a", name="t"), "dup", status="duplicate", error_type="duplicate_call"
     )
-    assert checks.status_problems(expected, [_response("a"), duplicate], stopped=False) == []
-    assert checks.status_problems(expected, [_response("a"), _response("a")], stopped=False)
+    good = [_response("a"), duplicate]
+
+    def problems(responses: list[ToolCallResponse], **stop: Any) -> list[str]:
+        options = {"stopped": False, "stop_reason": None, **stop}
+        return checks.status_problems(expected, responses, **options)
+
+    assert problems(good) == []
+    assert problems([_response("a"), _response("a")])
     unknown = [_spec("u", expect="unknown")]
-    assert checks.status_problems(unknown, [_response("u")], stopped=False)
-    assert checks.status_problems(expected, [_response("a"), duplicate], stopped=True)
+    assert checks.status_problems(unknown, [_response("u")], stopped=False, stop_reason=None)
+    assert problems(good, stopped=True)  # a stop that left no stop_reason
+    assert problems(good, stopped=True, stop_reason="policy") == []
 
 
 def test_budget_checker_catches_text_over_the_budget() -> None:

@@ -32,13 +32,11 @@ def test_quickstart_runs_and_prints_what_the_readme_says(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("c")]
-    c1, c2, c3 = (line.split(" ", 3) for line in lines)
-    assert c1[1] == "success"
+    c1, c2, c3 = (line.split(" ") for line in lines)
+    assert c1[:2] == ["c1", "success"]
     assert 3_000 < int(c1[2]) <= 10_000
-    assert "PosixPath(" in c1[3]
     assert c2[:2] == ["c2", "success"]
     assert c3[:2] == ["c3", "error"]
-    assert c3[3] == "()"
 
 
 def test_readme_names_the_two_commands() -> None:
