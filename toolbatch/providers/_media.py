@@ -28,15 +28,21 @@ from toolbatch._wire import (
 from toolbatch.providers._batch import MediaPart, Source, parts_of
 
 __all__ = [
+    "SNIFFED_IMAGE_TYPES",
+    "Admitted",
     "MediaAllowance",
     "MediaRules",
     "decoded_size",
     "image_size",
     "inline_reference",
     "media_type",
+    "sniff",
 ]
 
 _TYPE_ALIASES: Final = {"image/jpg": "image/jpeg"}
+_NAMES: Final = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP"}
+SNIFFED_IMAGE_TYPES: Final = frozenset(_NAMES)
+"""Image types whose bytes are checked: a mislabelled image is sent as what it is."""
 _JPEG_SOF: Final = frozenset(
     {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 )
@@ -44,6 +50,13 @@ _JPEG_HEAD_CHARS: Final = 87_384
 """Base64 characters of 64 KiB: where a JPEG's frame header nearly always is."""
 _SIZE_CACHE_ENTRIES: Final = 1024
 _size_cache: dict[tuple[str, int, int], tuple[int, int] | None] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A media part is sent inline, as ``mime`` (its bytes' real type, when they differ)."""
+
+    mime: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,19 +167,33 @@ def _webp_size(head: bytes) -> tuple[int, int] | None:
     return None
 
 
+def sniff(data: str) -> str | None:
+    """The image type the bytes really are (PNG, JPEG, GIF or WebP), or ``None``."""
+    head = _decode_head(data, 16)
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
 def _measure(mime: str, data: str) -> tuple[int, int] | None:
     head = _decode_head(data, 64)
-    if mime == "image/png" and head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
+    if mime == "image/png" and head[12:16] == b"IHDR":
         if len(head) >= 24:
             width, height = struct.unpack(">II", head[16:24])
             return width, height
         return None
-    if mime == "image/gif" and head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+    if mime == "image/gif" and len(head) >= 10:
         width, height = struct.unpack("<HH", head[6:10])
         return width, height
-    if mime == "image/webp" and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+    if mime == "image/webp":
         return _webp_size(head)
-    if mime == "image/jpeg" and head[:2] == b"\xff\xd8":
+    if mime == "image/jpeg":
         found = _jpeg_size(_decode_head(data, _JPEG_HEAD_CHARS))
         if found is None and len(data) > _JPEG_HEAD_CHARS:
             found = _jpeg_size(_decode_head(data, len(data)))
@@ -175,7 +202,7 @@ def _measure(mime: str, data: str) -> tuple[int, int] | None:
 
 
 def image_size(mime: str, data: str) -> tuple[int, int] | None:
-    """Width and height of a base64 PNG, GIF, WebP or JPEG, or ``None`` if unreadable.
+    """Width and height of a base64 image ``sniff`` found to be ``mime``, or ``None``.
 
     Remembered for recent images: a client maps its whole history for every request.
     """
@@ -216,19 +243,25 @@ class MediaAllowance:
                 if isinstance(part, InlineDataPart | FileDataPart):
                     self.admit(part)
 
-    def admit(self, part: MediaPart) -> str | None:
-        """``None`` if ``part`` is sent as it is; else the text reference to send instead."""
+    def admit(self, part: MediaPart) -> Admitted | str:
+        """How ``part`` is sent (``Admitted``), or the text reference to send instead."""
         rules = self._rules
         if isinstance(part, FileDataPart):
-            if rules.file_uris:
-                return None
             data = part.file_data
+            if rules.file_uris:
+                return Admitted(data.mime_type)
             return (
                 f"[{data.mime_type} at {data.file_uri}, not sent: {rules.api} takes no "
                 f"file references in tool results]"
             )
         inline = part.inline_data
         mime = media_type(inline.mime_type)
+        if mime in SNIFFED_IMAGE_TYPES:
+            actual = sniff(inline.data)
+            if actual is None:
+                # The API would fail to decode it, and refuse every later request too.
+                return inline_reference(inline, f"the data is not a {_NAMES[mime]} image")
+            mime = actual
         if mime not in rules.accepted:
             return inline_reference(inline, self._type_reason(mime))
         size = len(inline.data) + (len(f"data:{mime};base64,") if rules.data_url else 0)
@@ -241,7 +274,7 @@ class MediaAllowance:
                 f"takes per request",
             )
         small = True
-        if rules.max_side_px is not None and mime.startswith("image/"):
+        if rules.max_side_px is not None and mime in SNIFFED_IMAGE_TYPES:
             found = image_size(mime, inline.data)
             if found is not None and max(found) > rules.max_side_px:
                 return inline_reference(
@@ -274,7 +307,7 @@ class MediaAllowance:
         self._items += 1
         self._chars += size
         self._all_small = self._all_small and small
-        return None
+        return Admitted(mime)
 
     def _type_reason(self, mime: str) -> str:
         rules = self._rules

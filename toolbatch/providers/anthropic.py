@@ -34,7 +34,7 @@ from toolbatch.providers._batch import (
     response_text,
 )
 from toolbatch.providers._calls import as_list, make_call, plain, reply_shape_error
-from toolbatch.providers._media import MediaAllowance, MediaRules, media_type
+from toolbatch.providers._media import MediaAllowance, MediaRules
 
 __all__ = [
     "IMAGE_TYPES",
@@ -99,10 +99,10 @@ def tool_calls(reply: object) -> list[ToolCall]:
     return calls
 
 
-def _image(part: InlineDataPart) -> dict[str, Any]:
+def _image(part: InlineDataPart, mime: str) -> dict[str, Any]:
     source = {
         "type": "base64",
-        "media_type": media_type(part.inline_data.mime_type),
+        "media_type": mime,
         "data": part.inline_data.data,
     }
     return {"type": "image", "source": source}
@@ -128,11 +128,11 @@ def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dic
         text = response_text(call.response)
         content: list[dict[str, Any]] = [_text(text)] if text else []
         for media in call.media:
-            reference = allowance.admit(media)
-            if reference is not None:
-                content.append(_text(reference))
+            decision = allowance.admit(media)
+            if isinstance(decision, str):
+                content.append(_text(decision))
             elif isinstance(media, InlineDataPart):
-                content.append(_image(media))
+                content.append(_image(media, decision.mime))
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.call_id}
         if content:  # the API refuses empty text blocks; a result may have no content
             block["content"] = content
@@ -147,11 +147,11 @@ def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dic
 def _extra(part: TextPart | MediaPart, allowance: MediaAllowance) -> list[dict[str, Any]]:
     if isinstance(part, TextPart):
         return [_text(part.text)] if part.text else []
-    reference = allowance.admit(part)
-    if reference is not None:
-        return [_text(reference)]
-    assert isinstance(part, InlineDataPart)  # fileData always becomes a reference here
-    return [_image(part)]
+    decision = allowance.admit(part)
+    if isinstance(decision, str):
+        return [_text(decision)]
+    assert isinstance(part, InlineDataPart)  # only Gemini takes fileData as it is
+    return [_image(part, decision.mime)]
 
 
 def tool_definitions(tools: HasDeclarations | Iterable[ToolDeclaration]) -> list[dict[str, Any]]:

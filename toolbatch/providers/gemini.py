@@ -135,9 +135,14 @@ def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dic
         if not isinstance(part, _PARTS):
             group([part])  # raises the TypeError that names the part
         if isinstance(part, InlineDataPart | FileDataPart):
-            reference = allowance.admit(part)
-            if reference is not None:
-                results.append({"text": reference})
+            decision = allowance.admit(part)
+            if isinstance(decision, str):
+                results.append({"text": decision})
+                continue
+            if isinstance(part, InlineDataPart) and decision.mime != part.inline_data.mime_type:
+                # The bytes' real type (a PNG labelled image/jpeg), or image/jpg spelt right.
+                fixed = {"mimeType": decision.mime, "data": part.inline_data.data}
+                results.append({"inlineData": fixed})
                 continue
         results.append(part.model_dump(mode="json"))
     return results

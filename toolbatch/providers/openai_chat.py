@@ -22,7 +22,7 @@ from toolbatch.providers._batch import (
     response_text,
 )
 from toolbatch.providers._calls import as_list, make_call, plain, reply_shape_error
-from toolbatch.providers._media import MediaAllowance, MediaRules, media_type
+from toolbatch.providers._media import MediaAllowance, MediaRules
 from toolbatch.providers._openai import (
     IMAGE_TYPES,
     MAX_IMAGE_URL_CHARS,
@@ -90,7 +90,8 @@ def _call(entry: object, ordinal: int) -> ToolCall:
                 entry.get("id"), None, None, ordinal, invalid="the call has no function"
             )
         return make_call(entry.get("id"), function.get("name"), function.get("arguments"), ordinal)
-    name = entry.get(kind, {}).get("name") if isinstance(entry.get(kind), Mapping) else None
+    body = entry.get(kind) if isinstance(kind, str) else None
+    name = body.get("name") if isinstance(body, Mapping) else None
     return make_call(
         entry.get("id"),
         name,
@@ -100,8 +101,8 @@ def _call(entry: object, ordinal: int) -> ToolCall:
     )
 
 
-def _image(part: InlineDataPart) -> dict[str, Any]:
-    url = data_url(media_type(part.inline_data.mime_type), part.inline_data.data)
+def _image(part: InlineDataPart, mime: str) -> dict[str, Any]:
+    url = data_url(mime, part.inline_data.data)
     return {"type": "image_url", "image_url": {"url": url}}
 
 
@@ -126,11 +127,11 @@ def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dic
         references: list[str] = []
         images: list[dict[str, Any]] = []
         for media in call.media:
-            reference = allowance.admit(media)
-            if reference is not None:
-                references.append(reference)
+            decision = allowance.admit(media)
+            if isinstance(decision, str):
+                references.append(decision)
             elif isinstance(media, InlineDataPart):
-                images.append(_image(media))
+                images.append(_image(media, decision.mime))
         messages.append(
             {
                 "role": "tool",
@@ -151,11 +152,11 @@ def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dic
 def _extra(part: TextPart | MediaPart, allowance: MediaAllowance) -> list[dict[str, Any]]:
     if isinstance(part, TextPart):
         return [{"type": "text", "text": part.text}] if part.text else []
-    reference = allowance.admit(part)
-    if reference is not None:
-        return [{"type": "text", "text": reference}]
-    assert isinstance(part, InlineDataPart)  # fileData is never admitted here
-    return [_image(part)]
+    decision = allowance.admit(part)
+    if isinstance(decision, str):
+        return [{"type": "text", "text": decision}]
+    assert isinstance(part, InlineDataPart)  # only Gemini takes fileData as it is
+    return [_image(part, decision.mime)]
 
 
 def tool_definitions(tools: HasDeclarations | Iterable[ToolDeclaration]) -> list[dict[str, Any]]:

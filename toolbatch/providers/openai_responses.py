@@ -22,7 +22,7 @@ from toolbatch.providers._batch import (
     response_text,
 )
 from toolbatch.providers._calls import as_list, field, make_call, plain, reply_shape_error
-from toolbatch.providers._media import MediaAllowance, MediaRules, media_type
+from toolbatch.providers._media import MediaAllowance, MediaRules
 from toolbatch.providers._openai import (
     IMAGE_TYPES,
     MAX_IMAGE_URL_CHARS,
@@ -87,7 +87,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
                     ordinal,
                 )
             )
-        elif entry.get("type") in _OTHER_CALLS:
+        elif isinstance(entry.get("type"), str) and entry["type"] in _OTHER_CALLS:
             calls.append(
                 make_call(
                     field(entry, "call_id", "id"),
@@ -100,8 +100,8 @@ def tool_calls(reply: object) -> list[ToolCall]:
     return calls
 
 
-def _image(part: InlineDataPart) -> dict[str, Any]:
-    url = data_url(media_type(part.inline_data.mime_type), part.inline_data.data)
+def _image(part: InlineDataPart, mime: str) -> dict[str, Any]:
+    url = data_url(mime, part.inline_data.data)
     return {"type": "input_image", "image_url": url, "detail": "auto"}
 
 
@@ -126,11 +126,11 @@ def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dic
         pieces: list[dict[str, Any]] = [_text(text)] if text else []
         has_image = False
         for media in call.media:
-            reference = allowance.admit(media)
-            if reference is not None:
-                pieces.append(_text(reference))
+            decision = allowance.admit(media)
+            if isinstance(decision, str):
+                pieces.append(_text(decision))
             elif isinstance(media, InlineDataPart):
-                pieces.append(_image(media))
+                pieces.append(_image(media, decision.mime))
                 has_image = True
         output: str | list[dict[str, Any]] = (
             pieces if has_image else "\n".join(piece["text"] for piece in pieces)
@@ -145,11 +145,11 @@ def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dic
 def _extra(part: TextPart | MediaPart, allowance: MediaAllowance) -> list[dict[str, Any]]:
     if isinstance(part, TextPart):
         return [_text(part.text)] if part.text else []
-    reference = allowance.admit(part)
-    if reference is not None:
-        return [_text(reference)]
-    assert isinstance(part, InlineDataPart)  # fileData always becomes a reference here
-    return [_image(part)]
+    decision = allowance.admit(part)
+    if isinstance(decision, str):
+        return [_text(decision)]
+    assert isinstance(part, InlineDataPart)  # only Gemini takes fileData as it is
+    return [_image(part, decision.mime)]
 
 
 def tool_definitions(tools: HasDeclarations | Iterable[ToolDeclaration]) -> list[dict[str, Any]]:
