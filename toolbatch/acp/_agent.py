@@ -4,8 +4,9 @@ An editor such as Zed starts ``toolbatch acp`` and speaks ACP on its stdin and s
 ``initialize``, ``session/new``, ``session/prompt``, ``session/cancel`` and, with
 ``--transcript-dir``, ``session/load``. Each session owns a ``ToolScheduler`` (its shell
 runs in the session's ``cwd``) and an ``AgentLoop`` whose model is the deterministic
-``ScriptedModel`` (``--model scripted``, the default) or ``OpenAIChatModel``
-(``--model openai``, configured from ``OPENAI_*``).
+``ScriptedModel`` (``--model scripted``, the default), ``OpenAIChatModel`` (``--model
+openai``), ``OpenAIResponsesModel`` (``--model openai-responses``, both configured from
+``OPENAI_*``) or ``AnthropicModel`` (``--model anthropic``, from ``ANTHROPIC_*``).
 
 The model response and the display are kept apart. Tool turns run through
 ``InteractiveRuntime``, so each turn is collected whole, finalized once by the turn
@@ -76,11 +77,13 @@ from toolbatch.acp._updates import (
 )
 from toolbatch.agent import (
     AgentLoop,
+    AnthropicModel,
     InteractiveRuntime,
     Message,
     Model,
     ModelReply,
     OpenAIChatModel,
+    OpenAIResponsesModel,
     ScriptedModel,
     history_from_transcript,
 )
@@ -112,7 +115,15 @@ __all__ = [
 
 log = structlog.get_logger("toolbatch.acp")
 
-ModelChoice: TypeAlias = Literal["scripted", "openai"]
+ModelChoice: TypeAlias = Literal["scripted", "openai", "openai-responses", "anthropic"]
+_MODEL_CLIENTS: Final[
+    dict[str, type[OpenAIChatModel] | type[OpenAIResponsesModel] | type[AnthropicModel]]
+] = {
+    "openai": OpenAIChatModel,
+    "openai-responses": OpenAIResponsesModel,
+    "anthropic": AnthropicModel,
+}
+"""The model clients behind ``--model``, each configured from its environment variables."""
 
 ALLOW_ONCE: Final = "allow_once"
 ALLOW_ALWAYS: Final = "allow_always"
@@ -150,7 +161,8 @@ class AcpOptions:
             starts.
         concurrency: how many calls of one batch run at once.
         call_timeout: the ceiling on any one call, in seconds.
-        model: ``scripted`` (deterministic, no network) or ``openai`` (``OPENAI_*``).
+        model: ``scripted`` (deterministic, no network), ``openai`` or
+            ``openai-responses`` (``OPENAI_*``), or ``anthropic`` (``ANTHROPIC_*``).
         transcript_dir: where session transcripts are written, ``<session id>.jsonl``;
             ``session/load`` is offered only when it is set.
         trace_model: a file to which every message the model receives is appended as a
@@ -722,8 +734,9 @@ async def serve_acp(
     config = options.scheduler_config()
     async with contextlib.AsyncExitStack() as stack:
         make_model: Callable[[], Model] = _scripted_model
-        if options.model == "openai":
-            shared: Model = await stack.enter_async_context(OpenAIChatModel())
+        if options.model != "scripted":
+            client = _MODEL_CLIENTS[options.model]()
+            shared: Model = await stack.enter_async_context(client)
 
             def make_model() -> Model:
                 return shared  # one HTTP client serves every session
@@ -819,10 +832,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--model",
-        choices=("scripted", "openai"),
+        choices=("scripted", *_MODEL_CLIENTS),
         default="scripted",
         help="scripted: each '$ ' line of a prompt is a shell call (default); "
-        "openai: an OpenAI-compatible API from OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL",
+        "openai: an OpenAI-compatible chat API from OPENAI_BASE_URL, OPENAI_API_KEY, "
+        "OPENAI_MODEL; openai-responses: the OpenAI Responses API (same variables); "
+        "anthropic: the Anthropic Messages API from ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, "
+        "ANTHROPIC_MODEL",
     )
     parser.add_argument(
         "--transcript-dir",
@@ -879,8 +895,8 @@ def main(argv: list[str]) -> int:
         configure_logging("warning")
     try:
         options = parse_options(argv)
-        if options.model == "openai":
-            OpenAIChatModel()  # fail on a missing OPENAI_MODEL before the editor connects
+        if options.model != "scripted":
+            _MODEL_CLIENTS[options.model]()  # fail on missing settings before the editor connects
     except SystemExit as exc:  # argparse printed the help or the usage error
         return exc.code if isinstance(exc.code, int) else 2
     except ConfigError as exc:

@@ -33,7 +33,9 @@ def plain(value: object) -> object:
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
         try:
-            return dump(mode="json", exclude_none=True)
+            # SDK objects are built without validation, so a field may hold what its type
+            # does not say (a tool input that is a string): dump it as it is, quietly.
+            return dump(mode="json", exclude_none=True, warnings=False)
         except Exception:  # a foreign model_dump; the shape check reports the value
             return value
     return value
