@@ -94,11 +94,11 @@ def tool_calls(reply: object) -> list[ToolCall]:
     body = plain(reply)
     if isinstance(body, Mapping) and "candidates" in body:
         candidates = as_list(body["candidates"])
-        if not candidates:
-            return []
-        body = plain(candidates[0])
-        if isinstance(body, Mapping):
-            body = body.get("content") or {"parts": []}
+        candidate = plain(candidates[0]) if candidates else {}
+        content = candidate.get("content") if isinstance(candidate, Mapping) else None
+        if content is None:
+            return []  # no candidate, or one without content (blocked, say)
+        body = plain(content)
     if isinstance(body, Mapping) and "parts" in body:
         parts = as_list(body["parts"])
     elif isinstance(body, list):
