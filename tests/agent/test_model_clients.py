@@ -253,6 +253,26 @@ async def test_a_reply_that_is_not_a_message_is_a_model_error() -> None:
                 await model.respond([], [])
 
 
+async def test_a_failed_response_is_a_model_error() -> None:
+    """A Responses reply with status failed says why instead of ending the turn silently."""
+    failed = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "model": "m",
+        "status": "failed",
+        "error": {"code": "server_error", "message": "the model crashed"},
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    with fake_api(lambda _: (200, failed), prefix="/v1") as api:
+        async with OpenAIResponsesModel(model="m", base_url=api.url, api_key="k") as model:
+            with pytest.raises(ModelError, match="the model crashed"):
+                await model.respond([], [])
+
+
 @pytest.mark.parametrize(
     ("make", "variable"),
     [

@@ -189,6 +189,8 @@ def test_earlier_takes_turns_not_one_turns_parts() -> None:
     turn = media_turn(inline("image/png", png()))
     with pytest.raises(TypeError, match=r"earlier=\[parts\]"):
         anthropic.tool_results(turn, earlier=turn.parts)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"\[turn\]"):
+        anthropic.tool_results(turn, earlier=turn)  # type: ignore[arg-type]
 
 
 def test_tool_results_from_parts_alone_equal_those_from_the_turn() -> None:

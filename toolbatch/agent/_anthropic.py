@@ -19,8 +19,8 @@ import structlog
 
 from toolbatch._wire import Part, ToolDeclaration
 from toolbatch.agent._clients import (
-    REQUEST_TIMEOUT_S,
     RETRIES,
+    SDK_REQUEST_TIMEOUT_S,
     http_error,
     import_sdk,
     model_name,
@@ -83,7 +83,7 @@ class AnthropicModel:
         api_key: the key (default: what the SDK finds, ``$ANTHROPIC_API_KEY`` first).
         system: an optional system prompt.
         max_tokens: the most output tokens per reply (the API requires a number).
-        timeout_s: seconds per request.
+        timeout_s: seconds per request (the SDK's default: replies are not streamed).
 
     Raises:
         ConfigError: no model name, a bad ``max_tokens``, or the SDK is not installed.
@@ -97,7 +97,7 @@ class AnthropicModel:
         api_key: str | None = None,
         system: str | None = None,
         max_tokens: int = DEFAULT_ANTHROPIC_MAX_TOKENS,
-        timeout_s: float = REQUEST_TIMEOUT_S,
+        timeout_s: float = SDK_REQUEST_TIMEOUT_S,
     ) -> None:
         self._sdk = import_sdk("anthropic", _CLIENT)
         self.model = model_name(model, "ANTHROPIC_MODEL", _CLIENT)

@@ -9,9 +9,19 @@ from typing import Final
 
 from toolbatch.errors import ConfigError, ModelError
 
-__all__ = ["REQUEST_TIMEOUT_S", "RETRIES", "http_error", "import_sdk", "model_name", "unreachable"]
+__all__ = [
+    "REQUEST_TIMEOUT_S",
+    "RETRIES",
+    "SDK_REQUEST_TIMEOUT_S",
+    "http_error",
+    "import_sdk",
+    "model_name",
+    "unreachable",
+]
 
 REQUEST_TIMEOUT_S: Final = 120.0
+SDK_REQUEST_TIMEOUT_S: Final = 600.0
+"""The SDKs' own default: a long reply without streaming can take minutes."""
 RETRIES: Final = 2
 """Retries of a request that failed with 408, 409, 429, 5xx or a connection error."""
 

@@ -21,8 +21,8 @@ import structlog
 
 from toolbatch._wire import Part, ToolDeclaration
 from toolbatch.agent._clients import (
-    REQUEST_TIMEOUT_S,
     RETRIES,
+    SDK_REQUEST_TIMEOUT_S,
     http_error,
     import_sdk,
     model_name,
@@ -76,7 +76,7 @@ class OpenAIResponsesModel:
         base_url: the API base (default ``$OPENAI_BASE_URL``, else OpenAI's).
         api_key: the key (default ``$OPENAI_API_KEY``; any value for a local server).
         system: optional instructions.
-        timeout_s: seconds per request.
+        timeout_s: seconds per request (the SDK's default: replies are not streamed).
 
     Raises:
         ConfigError: no model name or key, or the ``openai`` SDK is not installed.
@@ -89,7 +89,7 @@ class OpenAIResponsesModel:
         base_url: str | None = None,
         api_key: str | None = None,
         system: str | None = None,
-        timeout_s: float = REQUEST_TIMEOUT_S,
+        timeout_s: float = SDK_REQUEST_TIMEOUT_S,
     ) -> None:
         self._sdk = import_sdk("openai", _CLIENT)
         self.model = model_name(model, "OPENAI_MODEL", _CLIENT)
@@ -162,6 +162,9 @@ class OpenAIResponsesModel:
             raise unreachable(where, str(exc), url_variable="OPENAI_BASE_URL") from exc
         except sdk.OpenAIError as exc:
             raise ModelError(f"{where}: {exc}") from exc
+        if response.status == "failed":
+            problem = response.error.message if response.error is not None else "no reason given"
+            raise ModelError(f"{where} answered a failed response: {problem}")
         try:
             calls = openai_responses.tool_calls(response)
         except ValueError as exc:

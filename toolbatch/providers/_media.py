@@ -24,6 +24,7 @@ from toolbatch._wire import (
     InlineData,
     InlineDataPart,
     TextPart,
+    Turn,
 )
 from toolbatch.providers._batch import MediaPart, Source, parts_of
 
@@ -233,6 +234,8 @@ class MediaAllowance:
         Raises:
             TypeError: ``turns`` is one turn's parts rather than a sequence of turns.
         """
+        if isinstance(turns, Turn):
+            raise TypeError("earlier takes a sequence of turns, not one turn; wrap it: [turn]")
         for turn in turns:
             if isinstance(turn, TextPart | FunctionResponsePart | InlineDataPart | FileDataPart):
                 raise TypeError(
