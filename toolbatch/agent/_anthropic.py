@@ -38,8 +38,8 @@ __all__ = ["DEFAULT_ANTHROPIC_MAX_TOKENS", "AnthropicModel", "anthropic_messages
 log = structlog.get_logger("toolbatch.agent.anthropic")
 
 DEFAULT_ANTHROPIC_MAX_TOKENS: Final = 8192
-"""Output tokens per reply: room for code and many parallel calls; every current model
-allows at least this many."""
+"""Output tokens per reply: room for code and many parallel calls; every Claude model
+since 3.5 allows at least this many (pass ``max_tokens=4096`` for Claude 3)."""
 _CLIENT: Final = "AnthropicModel"
 
 
