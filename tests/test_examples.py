@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from tests.fake_model_apis import Call, anthropic_answer, fake_api, responses_answer
 from toolbatch import load_session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,3 +199,105 @@ def test_subagent_example_returns_the_childs_answer() -> None:
     assert done.returncode == 0, done.stderr
     assert "The sequence has 100000 lines" in done.stdout
     assert "'tool_calls': 2" in done.stdout
+
+
+EXAMPLE_CALLS: list[Call] = [
+    ("call_a", "run_shell_command", json.dumps({"command": "seq 1 50000"})),
+    ("call_b", "word_count", json.dumps({"text": "one two three"})),
+]
+
+
+def _example_turn(transcript: Path) -> dict[str, Any]:
+    [turn] = [e for e in load_session(transcript) if e.type == "tool_turn"]
+    return {
+        p.function_response.id: p.function_response.response.get("output")  # type: ignore[union-attr]
+        for p in turn.parts
+    }
+
+
+def test_openai_responses_loop_example_against_a_loopback_server(tmp_path: Path) -> None:
+    """The Responses loop sends function tools, runs both calls, answers each call_id once."""
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("")
+    with fake_api(responses_answer(EXAMPLE_CALLS, final="summary"), prefix="/v1") as api:
+        done = _run(
+            "openai_responses_loop.py",
+            "count things",
+            "--resume",
+            str(transcript),
+            "--budget",
+            "5000",
+            env={"OPENAI_BASE_URL": api.url, "OPENAI_API_KEY": "sk-test", "OPENAI_MODEL": "fake"},
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "summary: 2 results"
+    first, second = api.requests
+    assert first.path == "/v1/responses"
+    assert first.headers["authorization"] == "Bearer sk-test"
+    assert first.body["model"] == "fake"
+    assert {t["name"] for t in first.body["tools"]} == {"run_shell_command", "word_count"}
+    outputs = [i for i in second.body["input"] if i.get("type") == "function_call_output"]
+    assert [o["call_id"] for o in outputs] == ["call_a", "call_b"]
+    assert outputs[1]["output"] == "3"
+    assert sum(len(o["output"]) for o in outputs) <= 5000
+    recorded = _example_turn(transcript)
+    assert recorded["call_b"] == "3"
+    assert recorded["call_a"] in outputs[0]["output"]
+
+
+def test_anthropic_loop_example_against_a_loopback_server(tmp_path: Path) -> None:
+    """The Anthropic loop sends tools, then one user message of tool_result blocks in order."""
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("")
+    with fake_api(anthropic_answer(EXAMPLE_CALLS, final="summary")) as api:
+        done = _run(
+            "anthropic_loop.py",
+            "count things",
+            "--resume",
+            str(transcript),
+            "--budget",
+            "5000",
+            env={
+                "ANTHROPIC_BASE_URL": api.url,
+                "ANTHROPIC_API_KEY": "sk-ant-test",
+                "ANTHROPIC_MODEL": "fake",
+            },
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "summary: 2 results"
+    first, second = api.requests
+    assert first.path == "/v1/messages"
+    assert first.body["model"] == "fake"
+    assert first.body["system"].startswith("You are a careful coding agent")
+    assert {t["name"] for t in first.body["tools"]} == {"run_shell_command", "word_count"}
+    results = second.body["messages"][-1]
+    assert results["role"] == "user"
+    assert [b["tool_use_id"] for b in results["content"]] == ["call_a", "call_b"]
+    texts = [b["content"][0]["text"] for b in results["content"]]
+    assert texts[1] == "3"
+    assert sum(len(t) for t in texts) <= 5000
+    assert _example_turn(transcript)["call_a"] in texts[0]
+
+
+@pytest.mark.parametrize(
+    ("script", "variable"),
+    [
+        pytest.param("openai_responses_loop.py", "OPENAI_MODEL", id="responses"),
+        pytest.param("anthropic_loop.py", "ANTHROPIC_MODEL", id="anthropic"),
+    ],
+)
+def test_the_sdk_examples_without_a_model_name_explain_themselves(
+    script: str, variable: str
+) -> None:
+    """Missing model name: exit 2 and a message naming the variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert variable in done.stderr

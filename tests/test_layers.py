@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolbatch"
 LAYERS: list[set[str]] = [
     {"_wire", "errors", "logs", "_environment", "_process", "_text"},
     {"artifacts"},
-    {"producers", "finalize", "hooks", "transports"},
+    {"producers", "finalize", "hooks", "transports", "providers"},
     {"recorder", "scheduler"},
     {"agent", "testing"},
     {"service", "acp"},
@@ -25,6 +25,7 @@ SIBLING_RULES = {
     "finalize": {"producers", "hooks", "transports"},
     "hooks": {"producers", "finalize", "transports"},
     "transports": {"finalize", "hooks"},
+    "providers": {"producers", "finalize", "hooks", "transports"},
     "recorder": {"scheduler"},
     "service": {"acp"},
     "acp": {"service"},

@@ -16,6 +16,11 @@ PACKAGES = [
     "toolbatch.hooks",
     "toolbatch.transports",
     "toolbatch.service",
+    "toolbatch.providers",
+    "toolbatch.providers.openai_chat",
+    "toolbatch.providers.openai_responses",
+    "toolbatch.providers.anthropic",
+    "toolbatch.providers.gemini",
     "toolbatch.agent",
     "toolbatch.acp",
     "toolbatch.testing",
@@ -46,6 +51,16 @@ CONTRACT = {
         "response_text_length",
     ],
     "toolbatch.hooks": ["CommandHook", "PostToolBatchInput", "PostToolBatchOutput"],
+    "toolbatch.agent": [
+        "AnthropicModel",
+        "ModelError",
+        "OpenAIChatModel",
+        "OpenAIResponsesModel",
+    ],
+    **{
+        f"toolbatch.providers.{api}": ["tool_calls", "tool_definitions", "tool_results"]
+        for api in ("openai_chat", "openai_responses", "anthropic", "gemini")
+    },
 }
 
 

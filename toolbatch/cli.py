@@ -69,8 +69,7 @@ from toolbatch._wire import (
     ToolDeclaration,
     Turn,
 )
-from toolbatch.acp import MODEL_CHOICES, AcpOptions, serve_acp
-from toolbatch.agent import OpenAIChatModel
+from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve_acp
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
@@ -280,7 +279,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=MODEL_CHOICES,
         default="scripted",
         help="scripted: each '$ ' line of a prompt is a shell call (default); "
-        "openai: an OpenAI-compatible API from OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL",
+        "openai: an OpenAI-compatible chat API from OPENAI_BASE_URL, OPENAI_API_KEY, "
+        "OPENAI_MODEL; openai-responses: the OpenAI Responses API (same variables); "
+        "anthropic: the Anthropic Messages API from ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, "
+        "ANTHROPIC_MODEL",
     )
     acp.add_argument(
         "--transcript-dir",
@@ -701,8 +703,7 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
 
 def _command_acp(args: argparse.Namespace) -> int:
     options = _acp_options(args)
-    if options.model == "openai":
-        OpenAIChatModel()  # fail on a missing OPENAI_MODEL before the editor connects
+    check_model_settings(options.model)  # a missing variable fails before the editor connects
     anyio.run(serve_acp, options)
     return EXIT_OK
 

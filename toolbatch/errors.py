@@ -14,6 +14,7 @@ ToolbatchError
 │                               (.primary_error, .fallback_error)
 ├── ToolRegistrationError       a tool or producer could not be registered (.name)
 ├── McpError                    an MCP server failed (.server)
+├── ModelError                  a model API failed or answered nonsense (.status)
 └── RecorderError               the transcript could not be written or read (.path, .turn)
 ```
 
@@ -34,6 +35,7 @@ __all__ = [
     "ConfigError",
     "McpConfigError",
     "McpError",
+    "ModelError",
     "RecorderError",
     "ToolRegistrationError",
     "ToolbatchError",
@@ -146,6 +148,18 @@ class McpError(ToolbatchError):
     def __init__(self, message: str, *, server: str):
         super().__init__(message)
         self.server = server
+
+
+class ModelError(ToolbatchError):
+    """A model API failed, or answered something that is not a reply of that API.
+
+    Attributes:
+        status: the HTTP status it answered, or ``None`` (unreachable, or a bad reply).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class RecorderError(ToolbatchError):

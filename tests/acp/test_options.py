@@ -53,6 +53,22 @@ def test_the_openai_model_needs_its_name_before_the_editor_connects(
     assert "OPENAI_MODEL" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("model", "variable"),
+    [
+        pytest.param("openai-responses", "OPENAI_MODEL", id="openai-responses"),
+        pytest.param("anthropic", "ANTHROPIC_MODEL", id="anthropic"),
+    ],
+)
+def test_the_sdk_models_need_their_names_before_the_editor_connects(
+    model: str, variable: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--model openai-responses|anthropic without a model name: exit 2 naming the variable."""
+    monkeypatch.delenv(variable, raising=False)
+    assert main(["--model", model]) == 2
+    assert variable in capsys.readouterr().err
+
+
 def test_options_map_to_the_session_configuration(tmp_path: Path) -> None:
     """Each flag lands where a session reads it; --budget 0 turns the budget off."""
     options = parse_options(

@@ -554,7 +554,10 @@ async def test_media_that_cannot_go_inline_is_saved_and_referenced(
             [ToolCall(id="m", name="media", args={"kind": kind, "mime": mime})]
         )
     assert not any(isinstance(p, InlineDataPart) for p in turn.parts)
-    [reference] = [p.text for p in turn.parts if isinstance(p, TextPart) and "saved at" in p.text]
+    # The reference is part of the call's own result, after its output.
+    output = str(_body(turn.responses[0])["output"])
+    first, reference = output.split("\n", 1)
+    assert first == f"{kind} media"
     assert reason in reference
     path = Path(reference.split("saved at ")[1].rstrip("]"))
     assert _read_bytes(path).startswith(b"\x89PNG")

@@ -14,6 +14,7 @@ from toolbatch.acp._agent import (
     AcpAgent,
     AcpOptions,
     ModelChoice,
+    check_model_settings,
     serve_acp,
 )
 from toolbatch.acp._stdio import AcpStdioTransport
@@ -27,5 +28,6 @@ __all__ = [
     "AcpOptions",
     "AcpStdioTransport",
     "ModelChoice",
+    "check_model_settings",
     "serve_acp",
 ]

@@ -4,8 +4,9 @@ An editor such as Zed starts ``toolbatch acp`` and speaks ACP on its stdin and s
 ``initialize``, ``session/new``, ``session/prompt``, ``session/cancel`` and, with
 ``--transcript-dir``, ``session/load``. Each session owns a ``ToolScheduler`` (its shell
 runs in the session's ``cwd``) and an ``AgentLoop`` whose model is the deterministic
-``ScriptedModel`` (``--model scripted``, the default) or ``OpenAIChatModel``
-(``--model openai``, configured from ``OPENAI_*``).
+``ScriptedModel`` (``--model scripted``, the default), ``OpenAIChatModel`` (``--model
+openai``), ``OpenAIResponsesModel`` (``--model openai-responses``, both configured from
+``OPENAI_*``) or ``AnthropicModel`` (``--model anthropic``, from ``ANTHROPIC_*``).
 
 The model response and the display are kept apart. Tool turns run through
 ``InteractiveRuntime``, so each turn is collected whole, finalized once by the turn
@@ -74,11 +75,13 @@ from toolbatch.acp._updates import (
 )
 from toolbatch.agent import (
     AgentLoop,
+    AnthropicModel,
     InteractiveRuntime,
     Message,
     Model,
     ModelReply,
     OpenAIChatModel,
+    OpenAIResponsesModel,
     ScriptedModel,
     history_from_transcript,
 )
@@ -100,13 +103,27 @@ __all__ = [
     "AcpAgent",
     "AcpOptions",
     "ModelChoice",
+    "check_model_settings",
     "serve_acp",
 ]
 
 log = structlog.get_logger("toolbatch.acp")
 
-ModelChoice: TypeAlias = Literal["scripted", "openai"]
-MODEL_CHOICES: Final[tuple[ModelChoice, ...]] = ("scripted", "openai")
+ModelChoice: TypeAlias = Literal["scripted", "openai", "openai-responses", "anthropic"]
+_MODEL_CLIENTS: Final[
+    dict[str, type[OpenAIChatModel] | type[OpenAIResponsesModel] | type[AnthropicModel]]
+] = {
+    "openai": OpenAIChatModel,
+    "openai-responses": OpenAIResponsesModel,
+    "anthropic": AnthropicModel,
+}
+"""The model clients behind ``--model``, each configured from its environment variables."""
+MODEL_CHOICES: Final[tuple[ModelChoice, ...]] = (
+    "scripted",
+    "openai",
+    "openai-responses",
+    "anthropic",
+)
 
 ALLOW_ONCE: Final = "allow_once"
 ALLOW_ALWAYS: Final = "allow_always"
@@ -142,7 +159,8 @@ class AcpOptions:
         auto_approve: run tools that need permission without asking.
         artifacts_dir: where complete tool output is kept, one subdirectory per session
             (default: a new temporary directory per session).
-        model: ``scripted`` (deterministic, no network) or ``openai`` (``OPENAI_*``).
+        model: ``scripted`` (deterministic, no network), ``openai`` or
+            ``openai-responses`` (``OPENAI_*``), or ``anthropic`` (``ANTHROPIC_*``).
         transcript_dir: where session transcripts are written, ``<session id>.jsonl``;
             ``session/load`` is offered only when it is set.
         trace_model: a file to which every message the model receives is appended as a
@@ -694,8 +712,9 @@ async def serve_acp(
     config = options.config
     async with contextlib.AsyncExitStack() as stack:
         make_model: Callable[[], Model] = _scripted_model
-        if options.model == "openai":
-            shared: Model = await stack.enter_async_context(OpenAIChatModel())
+        if options.model != "scripted":
+            client = _MODEL_CLIENTS[options.model]()
+            shared: Model = await stack.enter_async_context(client)
 
             def make_model() -> Model:
                 return shared  # one HTTP client serves every session
@@ -743,3 +762,13 @@ async def _shut_down_on_signal(
         else:
             log.warning("acp.shutdown_forced", signal=received.name)
             hosts.cancel_scope.cancel()
+
+
+def check_model_settings(model: ModelChoice) -> None:
+    """Fail on a model client's missing settings now, before an editor connects.
+
+    Raises:
+        ConfigError: a variable the client needs is not set (the message names it).
+    """
+    if model != "scripted":
+        _MODEL_CLIENTS[model]()

@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from toolbatch._wire import InlineDataPart, Part, TextPart, ToolCallResponse
+from toolbatch._wire import FunctionResponsePart, InlineDataPart, Part, TextPart, ToolCallResponse
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
 from toolbatch.finalize._budget import effective_budget
@@ -235,6 +235,23 @@ async def _verdict(part: InlineDataPart, max_bytes: int) -> MediaVerdict:
     )
 
 
+def _attach(parts: list[Part], text: str) -> None:
+    """Give ``text`` to the call: appended to the string ``output`` of the function response
+    just before it (what a model API reads as that call's result), else as a text part."""
+    previous = parts[-1] if parts else None
+    if isinstance(previous, FunctionResponsePart):
+        body = previous.function_response.response
+        output = body.get("output", "" if "error" not in body else None)
+        if isinstance(output, str):
+            joined = f"{output}\n{text}" if output else text
+            update = {"response": {**body, "output": joined}}
+            parts[-1] = previous.model_copy(
+                update={"function_response": previous.function_response.model_copy(update=update)}
+            )
+            return
+    parts.append(TextPart(text=text))
+
+
 def _reference(mime: str, verdict: MediaVerdict, path: Path | None, max_bytes: int) -> str:
     size = describe_bytes(len(verdict.data or b""))
     if verdict.kind == "oversized":
@@ -302,12 +319,14 @@ async def _check_media(
                 )
                 continue
             if verdict.kind == "text":
-                parts.append(TextPart(text=f"[{verdict.problem}; sent as text]\n{verdict.text}"))
+                _attach(parts, f"[{verdict.problem}; sent as text]\n{verdict.text}")
             else:
-                parts.append(TextPart(text=_reference(mime, verdict, path, max_bytes)))
+                _attach(parts, _reference(mime, verdict, path, max_bytes))
             if files and verdict.kind == "text":
                 files = (*files, path) if path is not None else ()
-        if all(new is old for new, old in zip(parts, response.parts, strict=True)):
+        if len(parts) == len(response.parts) and all(
+            new is old for new, old in zip(parts, response.parts, strict=True)
+        ):
             continue  # real media, not saved (no store): nothing to change or remember
         state = response.finalize_state
         fitted = state.fitted if isinstance(state, FinalizeState) else ()
