@@ -206,6 +206,11 @@ class Capture:
         """The complete output, if it all fitted in the head."""
         return bytes(self.head) if self.total <= self.head_cap else None
 
+    def mentions(self, needles: tuple[bytes, ...]) -> bool:
+        """Whether the kept head or tail contains one of ``needles`` (ASCII, any case)."""
+        kept = (bytes(self.head).lower(), self.tail().lower())
+        return any(needle.lower() in part for needle in needles for part in kept)
+
 
 # -- the artifact side ------------------------------------------------------------------
 

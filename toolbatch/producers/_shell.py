@@ -40,6 +40,7 @@ from typing import Final, Literal, TypeAlias
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import structlog
 from pydantic import JsonValue
 
@@ -50,6 +51,7 @@ from toolbatch._process import (
     open_pipe,
     stop_group,
 )
+from toolbatch._sandbox import ProcessPolicy
 from toolbatch._wire import ToolCall, ToolFailure, ToolResult
 from toolbatch.errors import ConfigError
 from toolbatch.producers._base import ProducerContext, ToolDeclaration
@@ -98,6 +100,8 @@ MIN_PREVIEW_CHARS: Final = 200
 CLEANUP_S: Final = 5.0
 
 _ARG_NAMES: Final = ("command", "cwd", "timeout", "description")
+_DENIALS: Final = (b"permission denied", b"operation not permitted", b"read-only file system")
+"""What a command prints when the sandbox (or anything else) refused it an access."""
 
 Reason: TypeAlias = Literal["exited", "timeout", "cancelled"]
 
@@ -194,6 +198,10 @@ class ShellProducer:
         kill_background: stop processes the command leaves running in its process group
             when the call ends (default ``True``: no call leaves processes behind). With
             ``False`` they outlive the call, but lose the output pipe after the drain.
+        policy: the sandbox and environment of every command
+            (``toolbatch.producers.open_process_policy``); ``None`` (default) takes the
+            runtime's, ``ProducerContext.process_policy`` (the scheduler's), and runs
+            unconfined without one. ``env``, when given, replaces the policy's environment.
 
     Raises:
         ConfigError: an option is out of range; the message names it.
@@ -213,6 +221,7 @@ class ShellProducer:
         cwd: str | os.PathLike[str] | None = None,
         shell: str = "bash",
         kill_background: bool = True,
+        policy: ProcessPolicy | None = None,
     ) -> None:
         self._trigger = _check_int(
             "output_trigger_chars", output_trigger_chars, minimum=0, allow_disabled=True
@@ -236,6 +245,11 @@ class ShellProducer:
             raise ConfigError(f"shell must be a program name or path, got {shell!r}")
         self._shell = shell
         self._kill_background = bool(kill_background)
+        if policy is not None and not isinstance(policy, ProcessPolicy):
+            raise ConfigError(
+                f"policy must be a ProcessPolicy (open_process_policy(...)), got {policy!r}"
+            )
+        self._policy = policy
         preview_bytes = self._preview_chars * MAX_UTF8_BYTES_PER_CHAR
         if self._trigger >= 0:
             artifact_after = self._trigger
@@ -350,25 +364,77 @@ class ShellProducer:
         """Run the call's command and return its (possibly previewed) output.
 
         Bad arguments and a shell that cannot start give a failed result, never an
-        exception. Cancelling the caller's task stops the process group (shielded), then
-        the cancellation propagates.
+        exception. An abort (``context.cancelled``) stops the process group and returns the
+        partial output with error type ``cancelled``. Cancelling the caller's task does the
+        same (shielded, bounded by the kill grace, the drain and ``CLEANUP_S``), stores that
+        result in ``context.partial_result``, then lets the cancellation propagate.
         """
         invocation = self._parse(call.args)
         if isinstance(invocation, str):
             return ToolResult.failure(invocation, type="invalid_args")
+        policy = self._policy if self._policy is not None else context.process_policy
+        refusal = policy.refusal() if policy is not None else None
+        if refusal is not None:
+            return ToolResult.failure(refusal, type="sandbox_unavailable")
         if context.cancelled.is_set():
             return ToolResult.failure("the call was cancelled before it started", type="cancelled")
         timeout_s = invocation.timeout_s
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
+        ending = _Ending(timeout_s=timeout_s)
+        stop = anyio.Event()
+        results: list[ToolResult] = []
+        # The command runs shielded, so that the caller's cancellation becomes a stop like
+        # an abort (group stopped, output drained, artifact committed) instead of losing
+        # the output; the relay turns either into ``stop`` and bounds the shield from then.
+        stop_budget_s = self._kill_grace_s + self._drain_s + CLEANUP_S
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope(
+                shield=True, deadline=anyio.current_time() + timeout_s + 2 * stop_budget_s
+            ) as work:
+                tg.start_soon(self._relay_stop, context.cancelled, stop, work, stop_budget_s)
+                results.append(await self._attempt(invocation, call, context, policy, ending, stop))
+            tg.cancel_scope.cancel()
+        if results and ending.reason == "cancelled":
+            context.partial_result = results[0]
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if not results:  # the shield's own deadline ended a command that would not stop
+            return ToolResult.failure(
+                f"command did not stop within {timeout_s + 2 * stop_budget_s:g} s",
+                type="timeout",
+            )
+        return results[0]
+
+    @staticmethod
+    async def _relay_stop(
+        cancelled: anyio.Event, stop: anyio.Event, work: anyio.CancelScope, budget_s: float
+    ) -> None:
+        """Set ``stop`` on an abort or when this task is cancelled (the caller's cancel)."""
+        try:
+            await cancelled.wait()
+        finally:
+            if not stop.is_set():
+                stop.set()
+                work.deadline = min(work.deadline, anyio.current_time() + budget_s)
+
+    async def _attempt(
+        self,
+        invocation: _Invocation,
+        call: ToolCall,
+        context: ProducerContext,
+        policy: ProcessPolicy | None,
+        ending: _Ending,
+        stop: anyio.Event,
+    ) -> ToolResult:
         capture = Capture(
             head_cap=self._head_cap,
             tail_cap=self._tail_cap,
             artifact_after_bytes=self._artifact_after_bytes,
         )
-        ending = _Ending(timeout_s=timeout_s)
         try:
-            kind, saved = await self._execute(invocation, call, context, capture, ending)
+            kind, saved = await self._execute(
+                invocation, call, context, policy, capture, ending, stop
+            )
         except OSError as exc:
             return ToolResult.failure(
                 f"could not start {self._shell!r} in {str(invocation.cwd)!r}: {exc}; "
@@ -381,7 +447,7 @@ class ShellProducer:
                 f"the environment and cwd",
                 type="invalid_args",
             )
-        result = self._result(kind, capture, saved, ending)
+        result = self._result(kind, capture, saved, ending, policy)
         context.log.debug(
             "shell.finished",
             reason=ending.reason,
@@ -397,9 +463,14 @@ class ShellProducer:
         invocation: _Invocation,
         call: ToolCall,
         context: ProducerContext,
+        policy: ProcessPolicy | None,
         capture: Capture,
         ending: _Ending,
+        stop: anyio.Event,
     ) -> tuple[Kind, Saved]:
+        env: Mapping[str, str] | None = self._env
+        if env is None and policy is not None:
+            env = policy.environment
         read_fd, write_fd = open_pipe()
         try:
             try:
@@ -408,7 +479,8 @@ class ShellProducer:
                     stdout=write_fd,
                     stderr=subprocess.STDOUT,
                     cwd=invocation.cwd,
-                    env=self._env,
+                    env=env,
+                    spawn_thread=policy.spawn_thread if policy is not None else None,
                 )
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
@@ -419,9 +491,7 @@ class ShellProducer:
                     pump_done = anyio.Event()
                     async with anyio.create_task_group() as tg:
                         sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack, tg)
-                        tg.start_soon(
-                            self._supervise, process, ending, window, pump_done, context.cancelled
-                        )
+                        tg.start_soon(self._supervise, process, ending, window, pump_done, stop)
                         try:
                             await pump(
                                 read_fd,
@@ -479,7 +549,14 @@ class ShellProducer:
 
     # -- the result -----------------------------------------------------------------------
 
-    def _result(self, kind: Kind, capture: Capture, saved: Saved, ending: _Ending) -> ToolResult:
+    def _result(
+        self,
+        kind: Kind,
+        capture: Capture,
+        saved: Saved,
+        ending: _Ending,
+        policy: ProcessPolicy | None,
+    ) -> ToolResult:
         shown = render(
             kind,
             capture,
@@ -489,6 +566,15 @@ class ShellProducer:
         )
         exit_line = self._exit_line(ending)
         notes = [*shown.notes, *self._ending_notes(ending)]
+        if (
+            policy is not None
+            and policy.sandbox != "off"
+            and ending.reason == "exited"
+            and ending.returncode != 0
+            and capture.mentions(_DENIALS)
+        ):
+            # The refusal the command printed may be the sandbox's: say which one applied.
+            notes.append(f"[{policy.describe()}]")
         content = _compose(shown.content, notes, exit_line)
         if shown.display_lead is None and shown.display == shown.content:
             display = content
