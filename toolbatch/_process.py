@@ -38,7 +38,7 @@ import anyio.abc
 import anyio.to_thread
 import structlog
 
-from toolbatch._reaper import forget_group, reap_with_host
+from toolbatch._reaper import ensure_reaper, forget_group, reap_with_host
 
 __all__ = [
     "PIPE_BUFFER_BYTES",
@@ -97,7 +97,7 @@ class SpawnThread(Protocol):
 class GroupProcess(anyio.abc.Process):
     """A process started by :func:`open_group_process`: a ``Popen`` awaited through a pidfd.
 
-    Its group is registered with the host reaper until :meth:`aclose`. Without pidfds (not
+    Its group stays registered with the host reaper until :meth:`aclose`. Without pidfds (not
     Linux, or older than 5.3) :meth:`wait` blocks a worker thread instead.
     """
 
@@ -110,7 +110,6 @@ class GroupProcess(anyio.abc.Process):
                 self._pidfd = pidfd_open(popen.pid)
         self._waiting = anyio.Lock()
         self._registered = True
-        reap_with_host(popen.pid)
 
     @property
     def pid(self) -> int:
@@ -192,7 +191,7 @@ async def open_group_process(
     """
 
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
+        popen = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=stdout,
@@ -201,7 +200,10 @@ async def open_group_process(
             env=env,
             start_new_session=True,
         )
+        reap_with_host(popen.pid)  # at once, in the spawning thread: the narrowest window
+        return popen
 
+    ensure_reaper()
     popen = start() if spawn_thread is None else await spawn_thread.run(start)
     return GroupProcess(popen)
 

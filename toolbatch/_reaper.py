@@ -9,12 +9,14 @@ sends SIGKILL to every group still registered, and exits.
 
 The reaper runs in a session of its own (a Ctrl-C on the host's terminal does not reach it)
 with an empty environment, in ``/``. Its pipe is close-on-exec, and a child forked from the
-host without ``exec`` closes its copy (``os.register_at_fork``), so no other process keeps the
-reaper waiting. A group is registered right after it is spawned (a host killed between those
-two instants leaves that one group behind) and unregistered when the caller is done with it.
-The reaper counts registrations per group id, so a late unregistration of a group whose
-leader's pid was reused since cannot cancel the registration of the new group.
-A reaper that died is started again at the next registration. Where no Python interpreter
+host without ``exec`` closes its copy (``os.register_at_fork``), so no other process keeps
+the reaper waiting. The reaper is started (from the event loop's thread, never a sandbox's)
+before a group is spawned, and the group is registered by the spawning thread as soon as
+``Popen`` returns: only a host killed within those microseconds leaves that one group behind.
+It is unregistered when the caller is done with it. The reaper counts registrations per
+group id, so a late unregistration of a group whose leader's pid was reused since cannot
+cancel the registration of the new group. A reaper that died is started again before the
+next spawn. Where no Python interpreter
 can be run, groups are not protected; this is logged once.
 """
 
@@ -30,7 +32,7 @@ from typing import Final
 
 import structlog
 
-__all__ = ["forget_group", "reap_with_host"]
+__all__ = ["ensure_reaper", "forget_group", "reap_with_host"]
 
 log = structlog.get_logger("toolbatch.producers.process")
 
@@ -102,38 +104,44 @@ def _start() -> _Reaper | None:
     return _Reaper(process, write_fd)
 
 
-def _send(line: bytes, *, start: bool) -> None:
+def ensure_reaper() -> None:
+    """Start the reaper if it is not running (call it from an unconfined thread)."""
     global _reaper
     with _lock:
-        for _ in range(2):
-            if _reaper is None:
-                if not start:
-                    return
-                _reaper = _start()
-                if _reaper is None:
-                    return
-            try:
-                os.write(_reaper.write_fd, line)
-                return
-            except BrokenPipeError:
-                # The reaper died: collect it and start a new one (its groups are gone with
-                # it, so an unregistration needs no new reaper).
-                os.close(_reaper.write_fd)
-                _reaper.process.poll()
-                _reaper = None
-            except BlockingIOError:
-                log.warning("process.reaper_busy", line=line.decode().strip())
-                return
+        if _reaper is not None and _reaper.process.poll() is not None:
+            os.close(_reaper.write_fd)  # it died: its groups are unprotected, start anew
+            _reaper = None
+        if _reaper is None:
+            _reaper = _start()
+
+
+def _send(line: bytes) -> None:
+    global _reaper
+    with _lock:
+        if _reaper is None:
+            return
+        try:
+            os.write(_reaper.write_fd, line)
+        except BrokenPipeError:
+            os.close(_reaper.write_fd)
+            _reaper.process.poll()
+            _reaper = None
+            log.warning("process.reaper_died", line=line.decode().strip())
+        except BlockingIOError:
+            log.warning("process.reaper_busy", line=line.decode().strip())
 
 
 def reap_with_host(pgid: int) -> None:
-    """Register process group ``pgid``: it gets SIGKILL if this process dies first."""
-    _send(b"+%d\n" % pgid, start=True)
+    """Register process group ``pgid``: it gets SIGKILL if this process dies first.
+
+    Thread-safe; a no-op without a running reaper (:func:`ensure_reaper` starts one).
+    """
+    _send(b"+%d\n" % pgid)
 
 
 def forget_group(pgid: int) -> None:
     """Unregister process group ``pgid`` (call it once the group is stopped or let go)."""
-    _send(b"-%d\n" % pgid, start=False)
+    _send(b"-%d\n" % pgid)
 
 
 def _forget_in_child() -> None:
