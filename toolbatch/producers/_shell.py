@@ -20,6 +20,20 @@ What the model gets (``ToolResult.content``)
     (``"execution_failed"``) set ``ToolResult.error``; the first two still carry the partial
     output.
 
+Sandbox, environment, host death
+    A ``ProcessPolicy`` (the producer's own, else ``context.process_policy``, else none)
+    decides the commands' environment and the Landlock sandbox they start in (from the
+    policy's confined spawner thread; see ``toolbatch._sandbox``). With a required sandbox
+    that cannot be enforced, every call fails with ``"sandbox_unavailable"``. A failing
+    command whose output mentions a refused access ends with a note naming the sandbox.
+    Every group is registered with the host reaper, so commands die with the host.
+
+Aborts keep the output
+    The command runs in a shielded scope: an abort (``context.cancelled``) or the caller's
+    cancellation stops the group, drains the pipe and commits the artifact (bounded by the
+    kill grace, the drain and ``CLEANUP_S``). On cancellation that partial result goes to
+    ``context.partial_result`` before the cancellation propagates.
+
 What the user gets (``ToolResult.display``)
     A string: the whole output up to the trigger; past it, a head-and-tail window of about
     ``display_window_bytes`` with the artifact path; a status line when there is no output;
