@@ -372,3 +372,20 @@ async def test_a_workspace_root_that_is_not_a_directory_fails_on_open(tmp_path: 
     with pytest.raises(ConfigError, match="missing' is not a directory"):
         async with ToolScheduler(Registry([ShellProducer()]), config):
             pass
+
+
+async def test_abi_1_confines_writes_and_names_the_rights_it_lacks(
+    workspace: Path, home_dir: Path
+) -> None:
+    """ABI 1 (simulated): no REFER or TRUNCATE, said once; plain writes are still denied."""
+    with (
+        capture_logs() as logs,
+        open_process_policy(workspace_roots=[workspace], landlock_probe=lambda: 1) as policy,
+    ):
+        result = await sh(policy, f"echo x > {workspace}/in; echo x > {home_dir}/out")
+    (warning,) = [entry for entry in logs if entry["log_level"] == "warning"]
+    assert warning["event"] == "sandbox.partial"
+    assert "the write rights refer, truncate" in warning["reason"]
+    assert (workspace / "in").is_file()
+    assert not (home_dir / "out").exists()
+    assert "Permission denied" in result.content

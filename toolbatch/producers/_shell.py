@@ -409,9 +409,12 @@ class ShellProducer:
                 tg.start_soon(self._relay_stop, context.cancelled, stop, work, stop_budget_s)
                 results.append(await self._attempt(invocation, call, context, policy, ending, stop))
             tg.cancel_scope.cancel()
-        if results and ending.reason == "cancelled":
-            context.partial_result = results[0]
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        try:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        except anyio.get_cancelled_exc_class():
+            if results:
+                context.partial_result = results[0]
+            raise
         if not results:  # the shield's own deadline ended a command that would not stop
             return ToolResult.failure(
                 f"command did not stop within {timeout_s + 2 * stop_budget_s:g} s",
