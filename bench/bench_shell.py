@@ -17,6 +17,11 @@ VM's disk alone takes about 4 s (``dd conv=fsync``), which measures the disk, no
 producer. A second row puts the store on disk and compares with ``cat > file`` plus ``sync``
 of that file, the same disk work done by coreutils.
 
+The sandbox row times short commands (``true``) through the producer with the default
+``workspace-write`` sandbox (Landlock, started from the confined spawner thread) and with
+``sandbox="off"``, alternately in the same process, best of ``ROUNDS`` batches: the
+difference is what the sandbox costs per command (target: under 5 ms).
+
 Why the first ratio is hard on 2 vCPUs: ``cat > /dev/null`` spends about 0.55-0.85 CPU-s
 per GiB and writes nothing. The producer must also persist: the artifact stream's sha256
 (about 0.75 CPU-s/GiB with SHA-NI) and its write into tmpfs (about 0.9 CPU-s/GiB), which it
@@ -38,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+import anyio
+
 from bench._report import Row
 
 AREA: Final = "shell"
@@ -50,6 +57,9 @@ QUICK_ROUNDS: Final = 1
 LINE: Final = b"the quick brown fox jumps over the lazy dog 0123456789\n"
 RSS_TARGET_MIB: Final = 64.0
 RATIO_TARGET: Final = 0.5
+SANDBOX_COMMANDS: Final = 200
+QUICK_SANDBOX_COMMANDS: Final = 50
+SANDBOX_COST_TARGET_MS: Final = 5.0
 
 _CHILD: Final = """
 import json, sys, time
@@ -100,6 +110,45 @@ async def child_run(command: str, store_dir: str) -> dict[str, Any]:
         "error": None if result.error is None else result.error.message,
         "tail": result.content[-80:],
     }
+
+
+async def _per_command_ms(mode: str, commands: int) -> float:
+    """Milliseconds per ``true`` through the producer with sandbox ``mode``."""
+    from toolbatch import ToolCall
+    from toolbatch.producers import ProducerContext, ShellProducer, open_process_policy
+
+    call = ToolCall(id="cost", name="run_shell_command", args={"command": "true"})
+    with open_process_policy(sandbox=mode) as policy:  # type: ignore[arg-type]
+        if mode != "off" and not policy.enforced:
+            raise RuntimeError(f"the sandbox is not enforced here: {policy.problem}")
+        producer = ShellProducer(policy=policy)
+        context = ProducerContext()
+        await producer.run(call, context)  # the first spawn starts the host reaper
+        started = time.perf_counter()
+        for _ in range(commands):
+            await producer.run(call, context)
+        return (time.perf_counter() - started) / commands * 1000
+
+
+def _sandbox_cost(quick: bool) -> Row:
+    commands = QUICK_SANDBOX_COMMANDS if quick else SANDBOX_COMMANDS
+    on: list[float] = []
+    off: list[float] = []
+    for _ in range(QUICK_ROUNDS if quick else ROUNDS):
+        on.append(anyio.run(_per_command_ms, "workspace-write", commands))
+        off.append(anyio.run(_per_command_ms, "off", commands))
+    cost = min(on) - min(off)
+    return Row(
+        area=AREA,
+        name=f"per command, sandbox workspace-write ({commands} x true)",
+        value=min(on),
+        unit="ms",
+        baseline="same commands, sandbox off",
+        baseline_value=min(off),
+        ratio=None,
+        target=f"on - off < {SANDBOX_COST_TARGET_MS:g} ms (measured {cost:.2f} ms)",
+        meets=cost < SANDBOX_COST_TARGET_MS,
+    )
 
 
 def _run_child(command: str, store_dir: Path) -> dict[str, Any]:
@@ -179,6 +228,7 @@ def run(quick: bool) -> list[Row]:
     ratio = ours_rate / cat_rate
     disk_ratio = disk_rate / disk_cat_rate
     peak = max(growth)
+    sandbox = _sandbox_cost(quick)
     return [
         Row(
             area=AREA,
@@ -213,4 +263,5 @@ def run(quick: bool) -> list[Row]:
             target=f"ratio >= {RATIO_TARGET} (ours/cat throughput)",
             meets=disk_ratio >= RATIO_TARGET,
         ),
+        sandbox,
     ]

@@ -11,7 +11,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolbatch"
 
 # Each layer may import only from the layers listed before it (and from itself).
 LAYERS: list[set[str]] = [
-    {"_wire", "errors", "logs", "_environment", "_process", "_text"},
+    {
+        "_wire",
+        "errors",
+        "logs",
+        "_environment",
+        "_landlock",
+        "_reaper",
+        "_process",
+        "_sandbox",
+        "_text",
+    },
     {"artifacts"},
     {"producers", "finalize", "hooks", "transports", "providers"},
     {"recorder", "scheduler"},

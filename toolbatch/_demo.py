@@ -255,6 +255,7 @@ async def run_demo(*, budget: int | None, workdir: str | None, out: TextIO) -> i
     config = SchedulerConfig(
         batch_budget=limit,
         artifacts_dir=artifacts,
+        workspace_roots=[root],  # the commands write build.log there, wherever it is
         mcp_servers={
             "mcpServers": {
                 "demo": {"command": sys.executable, "args": ["-m", "toolbatch._demo_mcp_server"]}

@@ -9,6 +9,11 @@ rest, so stopping always goes through :func:`stop_group`: SIGTERM (plus SIGCONT,
 members act on it) to the whole group, a grace period, then SIGKILL to whatever is left, and
 the leader is reaped.
 
+:func:`open_group_process` (the shell's) starts the child with ``subprocess.Popen`` and waits
+for it on a pidfd, so it can be started from another thread (a sandbox's confined spawner,
+see ``toolbatch._sandbox``) and needs no child-watcher thread; its group is registered with
+the host reaper (``toolbatch._reaper``), so it dies with the host even on ``kill -9``.
+
 Limits, by design: a descendant that leaves the group (``setsid``, ``setpgid``) cannot be
 found this way; catching those needs a cgroup (``cgroup.kill``) or
 ``prctl(PR_SET_CHILD_SUBREAPER)`` plus reaping, both process-wide decisions a library does
@@ -24,18 +29,22 @@ import fcntl
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 import structlog
 
+from toolbatch._reaper import ensure_reaper, forget_group, reap_with_host
+
 __all__ = [
     "PIPE_BUFFER_BYTES",
+    "GroupProcess",
     "GroupStop",
+    "SpawnThread",
     "group_alive",
     "group_members",
     "open_group_process",
@@ -77,6 +86,89 @@ def open_pipe(*, size_bytes: int = PIPE_BUFFER_BYTES) -> tuple[int, int]:
     return read_fd, write_fd
 
 
+class SpawnThread(Protocol):
+    """Runs the function that starts a process in a thread of its own choosing."""
+
+    async def run(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        """Call ``start`` there and return what it returned (or raise what it raised)."""
+        ...
+
+
+class GroupProcess(anyio.abc.Process):
+    """A process started by :func:`open_group_process`: a ``Popen`` awaited through a pidfd.
+
+    Its group stays registered with the host reaper until :meth:`aclose`. Without pidfds (not
+    Linux, or older than 5.3) :meth:`wait` blocks a worker thread instead.
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self._pidfd: int | None = None
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            with contextlib.suppress(OSError):
+                self._pidfd = pidfd_open(popen.pid)
+        self._waiting = anyio.Lock()
+        self._registered = True
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    @property
+    def stdin(self) -> None:
+        return None
+
+    @property
+    def stdout(self) -> None:
+        return None
+
+    @property
+    def stderr(self) -> None:
+        return None
+
+    async def wait(self) -> int:
+        async with self._waiting:
+            while (code := self._popen.poll()) is None:
+                if self._pidfd is not None:
+                    await anyio.wait_readable(self._pidfd)
+                else:
+                    await anyio.to_thread.run_sync(self._popen.wait, abandon_on_cancel=True)
+        self._close_pidfd()
+        return code
+
+    def terminate(self) -> None:
+        self._popen.terminate()
+
+    def kill(self) -> None:
+        self._popen.kill()
+
+    def send_signal(self, signal: int) -> None:
+        self._popen.send_signal(signal)
+
+    async def aclose(self) -> None:
+        """Wait for the leader, then let the group go (no longer killed with the host).
+
+        Stop the group first (:func:`stop_group`) unless it may outlive the call.
+        """
+        try:
+            await self.wait()
+        finally:
+            self._close_pidfd()
+            if self._registered:
+                self._registered = False
+                forget_group(self._popen.pid)
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
 async def open_group_process(
     argv: Sequence[str],
     *,
@@ -84,25 +176,36 @@ async def open_group_process(
     stderr: int,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-) -> anyio.abc.Process:
+    spawn_thread: SpawnThread | None = None,
+) -> GroupProcess:
     """Start ``argv`` as the leader of a new session and process group, stdin from /dev/null.
 
     ``stdout``/``stderr`` are file descriptors (or ``subprocess.STDOUT`` for ``stderr``).
-    Stop it with :func:`stop_group`, never with ``Process.kill()`` alone.
+    ``spawn_thread`` starts it from another thread (whose restrictions it inherits); by
+    default it starts from this one. Stop it with :func:`stop_group`, never with
+    ``Process.kill()`` alone, then ``aclose()`` it.
 
     Raises:
         OSError: the program could not be started (not found, not executable, bad ``cwd``).
         ValueError: an argument holds a NUL byte.
     """
-    return await anyio.open_process(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
+
+    def start() -> subprocess.Popen[bytes]:
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        reap_with_host(popen.pid)  # at once, in the spawning thread: the narrowest window
+        return popen
+
+    ensure_reaper()
+    popen = start() if spawn_thread is None else await spawn_thread.run(start)
+    return GroupProcess(popen)
 
 
 def signal_group(pgid: int, signum: int) -> bool:

@@ -368,6 +368,8 @@ class _StreamFile:
     fd: int
     tmp: str
     directory: Path
+    written: int = 0
+    """Bytes written to it completely (a failed write leaves a torn rest past them)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -423,6 +425,7 @@ class ArtifactStream:
         self._buffer = []
         size = self._buffered
         self._buffered = 0
+        failure: BaseException | None = None
         try:
             if self._file is None:
                 await anyio.to_thread.run_sync(self._open_file)
@@ -434,7 +437,19 @@ class ArtifactStream:
             elif chunks:
                 await anyio.to_thread.run_sync(self._hash_and_write, chunks)
         except* (OSError, ArtifactWriteError) as failed:
-            self._fail(failed.exceptions[0])
+            failure = failed.exceptions[0]
+        if failure is None:
+            return
+        if isinstance(failure, OSError) and self._in_primary():
+            # The primary filled up (or broke) mid-stream: move what it holds to the
+            # fallback directory and go on there. The chunks were hashed already.
+            self._primary_error = failure
+            try:
+                await anyio.to_thread.run_sync(self._move_to_fallback, chunks)
+                return
+            except OSError as fallback_error:
+                failure = fallback_error
+        self._fail(failure)
 
     def _fail(self, exc: BaseException) -> None:
         log.warning(
@@ -456,9 +471,14 @@ class ArtifactStream:
 
     def _write_chunks(self, chunks: list[bytes]) -> None:
         assert self._file is not None
+        self._write_to(self._file.fd, chunks)
+        self._file.written += sum(len(chunk) for chunk in chunks)
+
+    @staticmethod
+    def _write_to(fd: int, chunks: list[bytes]) -> None:
         pending = [memoryview(chunk) for chunk in chunks if chunk]
         while pending:
-            written = os.writev(self._file.fd, pending[:_IOV_MAX])
+            written = os.writev(fd, pending[:_IOV_MAX])
             while written and pending:
                 if written >= len(pending[0]):
                     written -= len(pending.pop(0))
@@ -491,6 +511,42 @@ class ArtifactStream:
                 fallback_error=fallback_error,
             ) from fallback_error
         return _StreamFile(fd, tmp, self.store.fallback_dir)
+
+    def _in_primary(self) -> bool:
+        store = self.store
+        in_root = self._file is not None and self._file.directory == store.root
+        return in_root and store.fallback_dir != store.root
+
+    def _move_to_fallback(self, chunks: list[bytes]) -> None:
+        """Copy the good prefix of the primary temp file to the fallback, then ``chunks``."""
+        assert self._file is not None
+        old = self._file
+        with contextlib.suppress(OSError):
+            os.ftruncate(old.fd, old.written)  # frees the torn rest, if both share a disk
+        fd, tmp = _open_temp(self.store.fallback_dir)
+        try:
+            offset = 0
+            while offset < old.written:
+                sent = os.sendfile(fd, old.fd, offset, old.written - offset)
+                if sent == 0:
+                    raise OSError(errno.EIO, "the primary temp file ended early", old.tmp)
+                offset += sent
+            self._write_to(fd, chunks)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(tmp)
+            raise
+        written = old.written + sum(len(chunk) for chunk in chunks)
+        self._file = _StreamFile(fd, tmp, self.store.fallback_dir, written)
+        with contextlib.suppress(OSError):
+            os.close(old.fd)
+        _unlink_quietly(old.tmp)
+        log.warning(
+            "artifacts.stream_moved_to_fallback",
+            call_id=self.call_id,
+            directory=str(self.store.fallback_dir),
+            bytes=written,
+        )
 
     def _close_and_remove(self) -> None:
         if self._file is not None:

@@ -53,7 +53,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Final, TextIO, get_args
 
 import anyio
 import structlog
@@ -73,6 +73,7 @@ from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
+from toolbatch.producers import SandboxMode, ShellEnvMode
 from toolbatch.recorder import JsonlRecorder
 from toolbatch.scheduler import (
     DEFAULT_CALL_TIMEOUT_CEILING_S,
@@ -146,6 +147,13 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _env_assignment(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name or "\0" in text:
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, got {text!r}")
+    return name, value
+
+
 def _logging_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
@@ -190,6 +198,59 @@ def _runtime_options() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"ceiling on any one call (default {DEFAULT_CALL_TIMEOUT_CEILING_S:g}; shell "
         f"calls default to 120 s unless they ask for more)",
+    )
+    options.add_argument(
+        "--sandbox",
+        choices=get_args(SandboxMode),
+        default="workspace-write",
+        metavar="MODE",
+        help="what shell commands may write: workspace-write (default: the workspace, the "
+        "artifacts and the temp dir), read-only (a private temp dir only) or off",
+    )
+    options.add_argument(
+        "--workspace",
+        action="append",
+        metavar="DIR",
+        help="a directory workspace-write commands may write (repeatable; default: the "
+        "current directory)",
+    )
+    options.add_argument(
+        "--no-network",
+        dest="network",
+        action="store_false",
+        help="deny shell commands TCP connect and bind",
+    )
+    options.add_argument(
+        "--sandbox-private-tmp",
+        action="store_true",
+        help="give shell commands a private temp dir instead of the system's",
+    )
+    options.add_argument(
+        "--sandbox-required",
+        action="store_true",
+        help="refuse shell commands when the sandbox cannot be enforced (default: warn "
+        "once and run them unconfined)",
+    )
+    options.add_argument(
+        "--shell-env",
+        choices=get_args(ShellEnvMode),
+        default="inherit",
+        metavar="MODE",
+        help="shell commands' environment: inherit (default: the agent's minus names "
+        "holding KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL), minimal or none",
+    )
+    options.add_argument(
+        "--shell-env-allow",
+        action="append",
+        metavar="NAME",
+        help="a variable name or glob kept in the shell's environment anyway (repeatable)",
+    )
+    options.add_argument(
+        "--shell-env-set",
+        action="append",
+        type=_env_assignment,
+        metavar="NAME=VALUE",
+        help="a variable set for every shell command (repeatable)",
     )
     return options
 
@@ -479,6 +540,14 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
         call_timeout=args.timeout,
         artifacts_dir=args.artifacts_dir,
         mcp_servers=args.mcp_config,
+        sandbox=args.sandbox,
+        workspace_roots=args.workspace,
+        network=args.network,
+        sandbox_private_tmp=args.sandbox_private_tmp,
+        sandbox_required=args.sandbox_required,
+        shell_env=args.shell_env,
+        shell_env_allow=tuple(args.shell_env_allow or ()),
+        shell_env_set=dict(args.shell_env_set or ()),
     )
 
 

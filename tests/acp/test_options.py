@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import structlog
 
 from toolbatch.acp import AcpOptions
 from toolbatch.cli import _acp_options, _parser
@@ -12,8 +13,12 @@ from toolbatch.cli import main as cli_main
 
 
 def main(argv: list[str]) -> int:
-    """``toolbatch acp <argv>``."""
-    return cli_main(["acp", *argv])
+    """``toolbatch acp <argv>``, in this process; the logging it configures is put back."""
+    saved = structlog.get_config()
+    try:
+        return cli_main(["acp", *argv])
+    finally:
+        structlog.configure(**saved)
 
 
 def parse_options(argv: list[str]) -> AcpOptions:

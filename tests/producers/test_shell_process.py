@@ -67,6 +67,7 @@ async def test_a_cooperative_group_stops_on_term(tmp_path: Path) -> None:
     assert stop == GroupStop(terminated=True, killed=False)
     assert group_members(process.pid) == []
     assert process.returncode is not None
+    await process.aclose()  # lets the host reaper forget the group
 
 
 async def test_a_member_ignoring_term_gets_kill_after_the_grace(tmp_path: Path) -> None:
@@ -77,6 +78,7 @@ async def test_a_member_ignoring_term_gets_kill_after_the_grace(tmp_path: Path) 
     assert time.monotonic() - started >= 0.3
     assert stop == GroupStop(terminated=True, killed=True)
     assert group_members(process.pid) == []
+    await process.aclose()
 
 
 async def test_a_stopped_member_still_acts_on_term(tmp_path: Path) -> None:
@@ -85,6 +87,7 @@ async def test_a_stopped_member_still_acts_on_term(tmp_path: Path) -> None:
     stop = await stop_group(process, grace_s=5)
     assert stop == GroupStop(terminated=True, killed=False)
     assert group_members(process.pid) == []
+    await process.aclose()
 
 
 async def test_stopping_a_finished_group_only_reaps() -> None:
@@ -93,6 +96,7 @@ async def test_stopping_a_finished_group_only_reaps() -> None:
     await process.wait()
     assert await stop_group(process, grace_s=1) == GroupStop(terminated=False, killed=False)
     assert process.returncode == 7
+    await process.aclose()
 
 
 def test_zombies_do_not_count_as_alive() -> None:

@@ -594,6 +594,13 @@ class AcpAgent:
             session_id=session.id,
             artifacts_dir=artifacts,
             mcp_servers=_session_servers(self._config.mcp_servers, session.mcp_servers),
+            # Commands run in the session's project, so that is the sandbox's workspace
+            # unless --workspace says otherwise.
+            workspace_roots=(
+                self._config.workspace_roots
+                if self._config.workspace_roots is not None
+                else [session.cwd]
+            ),
         )
         recorder = None
         if self._transcript_dir is not None:

@@ -1,5 +1,14 @@
 """Producers: the tools that answer calls (shell, MCP, custom) and their shared protocol."""
 
+from toolbatch._environment import ShellEnvMode
+from toolbatch._sandbox import (
+    LandlockProbe,
+    ProcessPolicy,
+    SandboxMode,
+    check_process_options,
+    open_process_policy,
+)
+
 from ._base import (
     DEFAULT_CALL_TIMEOUT_S,
     Producer,
@@ -15,12 +24,18 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "GENERIC_PREVIEW_CHARS",
     "FunctionTool",
+    "LandlockProbe",
+    "ProcessPolicy",
     "Producer",
     "ProducerContext",
     "ProgressCallback",
+    "SandboxMode",
+    "ShellEnvMode",
     "ShellProducer",
     "ToolDeclaration",
     "apply_output_threshold",
+    "check_process_options",
+    "open_process_policy",
     "tool",
     "validate_tool_name",
 ]

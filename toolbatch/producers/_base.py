@@ -14,6 +14,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import anyio
 import structlog
 
+from toolbatch._sandbox import ProcessPolicy
 from toolbatch._wire import ToolCall, ToolDeclaration, ToolResult
 from toolbatch.artifacts import ArtifactStore
 
@@ -54,6 +55,11 @@ class ProducerContext:
         deadline: when set, the runtime itself stops the call at this time (on the anyio
             clock, ``anyio.current_time()``) and answers it with a timeout error; a
             producer may then skip a timeout of its own that would end no sooner.
+        process_policy: the sandbox and environment of the commands a producer runs for
+            the model (the shell's); ``None``: unconfined, the agent's environment.
+        partial_result: set by a producer that is cancelled but kept what the call
+            produced so far (the shell's partial output and artifact); the runtime answers
+            an aborted call with it (status ``cancelled``) instead of a bare message.
     """
 
     store: ArtifactStore | None = None
@@ -62,6 +68,8 @@ class ProducerContext:
     timeout_s: float | None = None
     progress: ProgressCallback = _no_progress
     deadline: float | None = None
+    process_policy: ProcessPolicy | None = None
+    partial_result: ToolResult | None = None
 
 
 @runtime_checkable

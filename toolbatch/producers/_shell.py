@@ -1,18 +1,13 @@
 """The shell producer: ``run_shell_command``, with streamed capture and bounded memory.
 
-How output is captured
+How a command runs
     The command runs as ``bash -c <command>`` in a new session (its own process group),
     with stdin from /dev/null. stdout and stderr are the *same* pipe (``stderr=STDOUT``), so
     the output is merged in the exact order the command wrote it, as a terminal would show
     it. The price is that the model cannot tell the two streams apart; keeping them apart
-    would lose their relative order, which matters more when reading a failing build.
-
-Memory
-    Only the first bytes (enough to decide the trigger exactly, about 4 bytes per trigger
-    character) and a rolling tail are kept in memory. Once the output passes the trigger,
-    all of it, from the first byte, streams into one artifact through the store's streaming
-    writer, fed by a writer task over a bounded queue so disk writes overlap pipe reads. A
-    1 GiB output costs the same memory as a 1 MiB one.
+    would lose their relative order, which matters more when reading a failing build. What
+    is read from the pipe, kept in memory, saved and shown is ``_capture``'s job; this module
+    spawns, supervises and stops the process group and composes the result.
 
 What the model gets (``ToolResult.content``)
     At or under the trigger: the whole output. Over it: a preview of about
@@ -25,6 +20,20 @@ What the model gets (``ToolResult.content``)
     (``"execution_failed"``) set ``ToolResult.error``; the first two still carry the partial
     output.
 
+Sandbox, environment, host death
+    A ``ProcessPolicy`` (the producer's own, else ``context.process_policy``, else none)
+    decides the commands' environment and the Landlock sandbox they start in (from the
+    policy's confined spawner thread; see ``toolbatch._sandbox``). With a required sandbox
+    that cannot be enforced, every call fails with ``"sandbox_unavailable"``. A failing
+    command whose output mentions a refused access ends with a note naming the sandbox.
+    Every group is registered with the host reaper, so commands die with the host.
+
+Aborts keep the output
+    The command runs in a shielded scope: an abort (``context.cancelled``) or the caller's
+    cancellation stops the group, drains the pipe and commits the artifact (bounded by the
+    kill grace, the drain and ``CLEANUP_S``). On cancellation that partial result goes to
+    ``context.partial_result`` before the cancellation propagates.
+
 What the user gets (``ToolResult.display``)
     A string: the whole output up to the trigger; past it, a head-and-tail window of about
     ``display_window_bytes`` with the artifact path; a status line when there is no output;
@@ -33,16 +42,13 @@ What the user gets (``ToolResult.display``)
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import math
 import os
-import re
 import signal
 import subprocess
-from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
@@ -50,7 +56,6 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import structlog
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import JsonValue
 
 from toolbatch._process import (
@@ -60,10 +65,24 @@ from toolbatch._process import (
     open_pipe,
     stop_group,
 )
+from toolbatch._sandbox import ProcessPolicy
 from toolbatch._wire import ToolCall, ToolFailure, ToolResult
-from toolbatch.artifacts import ArtifactStore, ArtifactStream
-from toolbatch.errors import ArtifactWriteError, ConfigError
+from toolbatch.errors import ConfigError
 from toolbatch.producers._base import ProducerContext, ToolDeclaration
+from toolbatch.producers._capture import (
+    BINARY_SNIFF_BYTES,
+    MAX_UTF8_BYTES_PER_CHAR,
+    ArtifactSink,
+    Capture,
+    Kind,
+    ReadWindow,
+    Saved,
+    classify,
+    human_bytes,
+    pump,
+    render,
+    save,
+)
 
 __all__ = [
     "DEFAULT_DISPLAY_WINDOW_BYTES",
@@ -91,206 +110,14 @@ DEFAULT_DRAIN_S: Final = 1.0
 UNTRIGGERED_LIMIT_BYTES: Final = 16 * 2**20
 """With the trigger disabled (-1), output up to this size reaches the model whole; past it
 the producer previews anyway, because keeping it whole would make memory unbounded."""
-READ_CHUNK_BYTES: Final = 1 * 2**20
-WRITE_QUEUE_CHUNKS: Final = 16
-"""Chunks (each at most ``READ_CHUNK_BYTES``) queued for the artifact writer task."""
-YIELD_EVERY_BYTES: Final = 4 * 2**20
-"""Bytes read without an await before the reader yields to the event loop anyway."""
-BINARY_SNIFF_BYTES: Final = 8_000
-"""A NUL byte among the first this-many bytes marks the output as binary (as git does)."""
-SMALL_CHUNK_BYTES: Final = 4096
-PROGRESS_INTERVAL_S: Final = 1.0
 MIN_PREVIEW_CHARS: Final = 200
-PREVIEW_HEAD_FRACTION: Final = 0.2
-MARKER_RESERVE_CHARS: Final = 48
-"""Room kept in ``preview_chars`` for the omission marker line."""
-MAX_UTF8_BYTES_PER_CHAR: Final = 4
 CLEANUP_S: Final = 5.0
 
 _ARG_NAMES: Final = ("command", "cwd", "timeout", "description")
-_ESCAPED_BYTE: Final = re.compile("[\udc80-\udcff]")
-_REPLACEMENT: Final = "\ufffd"
+_DENIALS: Final = (b"permission denied", b"operation not permitted", b"read-only file system")
+"""What a command prints when the sandbox (or anything else) refused it an access."""
 
 Reason: TypeAlias = Literal["exited", "timeout", "cancelled"]
-Kind: TypeAlias = Literal["whole", "preview", "binary"]
-
-
-# -- decoding ---------------------------------------------------------------------------
-
-
-def _replace_escapes(text: str) -> tuple[str, int]:
-    """``text`` with each surrogate-escaped invalid byte made U+FFFD, and how many there were."""
-    if text.isascii():
-        return text, 0
-    return _ESCAPED_BYTE.subn(_REPLACEMENT, text)
-
-
-def _decode_prefix(data: bytes, max_chars: int) -> tuple[str, int]:
-    """At most ``max_chars`` from the start of ``data`` (a prefix of the output).
-
-    Returns the text (invalid bytes still surrogate-escaped) and how many bytes it covers.
-    A character cut by the end of ``data`` is left out; a line boundary in the last quarter
-    is preferred as the cut.
-    """
-    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-    text = decoder.decode(data[: max_chars * MAX_UTF8_BYTES_PER_CHAR], final=False)[:max_chars]
-    newline = text.rfind("\n")
-    if newline >= 0 and newline >= len(text) * 3 // 4:
-        text = text[: newline + 1]
-    return text, len(text.encode("utf-8", "surrogateescape"))
-
-
-def _decode_suffix(data: bytes, max_chars: int, *, cut: bool) -> tuple[str, int]:
-    """At most ``max_chars`` from the end of ``data`` (a suffix of the output).
-
-    ``cut`` says that ``data`` does not start at the output's first byte, so a character
-    split by its start is skipped. A line boundary in the first quarter is preferred.
-    """
-    window = max_chars * MAX_UTF8_BYTES_PER_CHAR
-    raw = data[-window:] if window < len(data) else data
-    skip = 0
-    if cut or len(raw) < len(data):
-        while skip < min(3, len(raw)) and 0x80 <= raw[skip] <= 0xBF:
-            skip += 1
-    text = raw[skip:].decode("utf-8", "surrogateescape")[-max_chars:]
-    newline = text.find("\n")
-    if 0 <= newline < len(text) // 4:
-        text = text[newline + 1 :]
-    return text, len(text.encode("utf-8", "surrogateescape"))
-
-
-def _head_and_tail(
-    head: bytes, tail: bytes, total: int, *, head_chars: int, tail_chars: int
-) -> tuple[str, int]:
-    """A head, an omission marker and a tail of an output of ``total`` bytes.
-
-    ``head`` is a prefix of the output and ``tail`` a suffix (they may be the same complete
-    output). Returns the text and the number of invalid bytes shown as U+FFFD.
-    """
-    head_text, head_bytes = _decode_prefix(head, head_chars)
-    tail_text, tail_bytes = _decode_suffix(tail, tail_chars, cut=len(tail) < total)
-    omitted = total - head_bytes - tail_bytes
-    if omitted <= 0 and len(head) == total:
-        return _replace_escapes(head.decode("utf-8", "surrogateescape"))
-    newline = "" if not head_text or head_text.endswith("\n") else "\n"
-    marker = f"{newline}... [{max(omitted, 0):,} bytes omitted] ...\n"
-    return _replace_escapes(head_text + marker + tail_text)
-
-
-# -- capture ----------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Capture:
-    """The bounded in-memory view of a command's output: first bytes, rolling tail, count.
-
-    The tail keeps references to the last chunks read (no copying on the hot path; small
-    reads are merged); it holds at most ``tail_cap`` bytes plus one chunk.
-    """
-
-    head_cap: int
-    tail_cap: int
-    artifact_after_bytes: int
-    """Past this many bytes the output might be over the trigger: stream it to an artifact."""
-    head: bytearray = field(default_factory=bytearray)
-    total: int = 0
-    binary: bool = False
-    _tail: deque[bytes] = field(default_factory=deque)
-    _tail_bytes: int = 0
-
-    def feed(self, chunk: bytes) -> None:
-        total = self.total
-        if total < BINARY_SNIFF_BYTES and chunk.find(b"\0", 0, BINARY_SNIFF_BYTES - total) >= 0:
-            self.binary = True
-        if total < self.head_cap:
-            self.head += chunk[: self.head_cap - total]
-        tail = self._tail
-        if len(chunk) < SMALL_CHUNK_BYTES and tail and len(tail[-1]) < SMALL_CHUNK_BYTES:
-            tail[-1] += chunk  # a trickle of tiny reads must not become a long deque
-        else:
-            tail.append(chunk)
-        self._tail_bytes += len(chunk)
-        while self._tail_bytes - len(tail[0]) >= self.tail_cap:
-            self._tail_bytes -= len(tail.popleft())
-        self.total = total + len(chunk)
-
-    def tail(self) -> bytes:
-        """The last ``tail_cap`` bytes (fewer if the output is shorter)."""
-        return b"".join(self._tail)[-self.tail_cap :]
-
-    def wants_artifact(self, *, eof: bool) -> bool:
-        """Whether the output must go to an artifact (its suffix is known once sniffed)."""
-        if self.binary:
-            return True
-        sniffed = eof or self.total >= BINARY_SNIFF_BYTES
-        return sniffed and self.total > self.artifact_after_bytes
-
-    @property
-    def suffix(self) -> str:
-        return ".bin" if self.binary else ".txt"
-
-    def whole(self) -> bytes | None:
-        """The complete output, if it all fitted in the head."""
-        return bytes(self.head) if self.total <= self.head_cap else None
-
-
-# -- the artifact side ------------------------------------------------------------------
-
-
-async def _write_chunks(stream: ArtifactStream, chunks: MemoryObjectReceiveStream[bytes]) -> None:
-    # Chunks go through as read: under load a pipe read returns the full 1 MiB, which the
-    # stream flushes without copying; joining larger blocks here measured slower.
-    async with chunks:
-        async for chunk in chunks:
-            await stream.write(chunk)
-
-
-@dataclass(slots=True, eq=False)
-class _ArtifactSink:
-    """Opens the artifact stream on demand and feeds it through a bounded queue."""
-
-    store: ArtifactStore | None
-    call_id: str
-    stack: contextlib.AsyncExitStack
-    task_group: anyio.abc.TaskGroup
-    stream: ArtifactStream | None = None
-    _send: MemoryObjectSendStream[bytes] | None = None
-
-    async def open(self, suffix: str, first: bytes) -> None:
-        assert self.store is not None
-        self.stream = await self.stack.enter_async_context(
-            self.store.open_stream(self.call_id, SHELL_TOOL_NAME, suffix=suffix)
-        )
-        send, receive = anyio.create_memory_object_stream[bytes](WRITE_QUEUE_CHUNKS)
-        self._send = send
-        self.task_group.start_soon(_write_chunks, self.stream, receive)
-        if first:
-            await send.send(first)
-
-    async def write(self, chunk: bytes) -> bool:
-        """Queue ``chunk``; ``False`` (and no await) once the stream keeps nothing more."""
-        stream = self.stream
-        if self._send is None or stream is None:
-            return False
-        if stream.error is not None or stream.dropped_by is not None:
-            return False  # a cap or a write error: the rest is only counted
-        await self._send.send(chunk)
-        return True
-
-    def close(self) -> None:
-        if self._send is not None:
-            self._send.close()
-
-
-@dataclass(slots=True)
-class _Saved:
-    """Where the complete output went, if anywhere."""
-
-    path: Path | None = None
-    kept_bytes: int = 0
-    cap: Literal["file", "total"] | None = None
-    problem: str | None = None
-    """Why there is no file: no store, or the write failed."""
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -311,29 +138,6 @@ class _Ending:
     stop: GroupStop | None = None
     pipe_held: bool = False
     background_stopped: bool = False
-
-
-@dataclass(slots=True, eq=False)
-class _ReadWindow:
-    """Lets the supervisor end the reader's waits on the pipe (the bounded drain)."""
-
-    deadline: float = math.inf
-    _scope: anyio.CancelScope | None = None
-
-    def close_at(self, deadline: float) -> None:
-        self.deadline = min(self.deadline, deadline)
-        if self._scope is not None:
-            self._scope.deadline = self.deadline
-
-    async def wait_readable(self, fd: int) -> bool:
-        """Wait for data or EOF on ``fd``; ``False`` when the window closed first."""
-        with anyio.CancelScope(deadline=self.deadline) as scope:
-            self._scope = scope
-            try:
-                await anyio.wait_readable(fd)
-            finally:
-                self._scope = None
-        return not scope.cancelled_caught
 
 
 async def _wait_leader(
@@ -363,16 +167,6 @@ def _signal_name(number: int) -> str:
         return f"{signal.Signals(number).name} ({number})"
     except ValueError:
         return f"signal {number}"
-
-
-def _human_bytes(count: int) -> str:
-    if count < 2**10:
-        return f"{count} B"
-    if count < 2**20:
-        return f"{count / 2**10:.1f} KiB"
-    if count < 2**30:
-        return f"{count / 2**20:.1f} MiB"
-    return f"{count / 2**30:.2f} GiB"
 
 
 def _check_int(option: str, value: object, *, minimum: int, allow_disabled: bool = False) -> int:
@@ -418,6 +212,10 @@ class ShellProducer:
         kill_background: stop processes the command leaves running in its process group
             when the call ends (default ``True``: no call leaves processes behind). With
             ``False`` they outlive the call, but lose the output pipe after the drain.
+        policy: the sandbox and environment of every command
+            (``toolbatch.producers.open_process_policy``); ``None`` (default) takes the
+            runtime's, ``ProducerContext.process_policy`` (the scheduler's), and runs
+            unconfined without one. ``env``, when given, replaces the policy's environment.
 
     Raises:
         ConfigError: an option is out of range; the message names it.
@@ -437,6 +235,7 @@ class ShellProducer:
         cwd: str | os.PathLike[str] | None = None,
         shell: str = "bash",
         kill_background: bool = True,
+        policy: ProcessPolicy | None = None,
     ) -> None:
         self._trigger = _check_int(
             "output_trigger_chars", output_trigger_chars, minimum=0, allow_disabled=True
@@ -460,6 +259,11 @@ class ShellProducer:
             raise ConfigError(f"shell must be a program name or path, got {shell!r}")
         self._shell = shell
         self._kill_background = bool(kill_background)
+        if policy is not None and not isinstance(policy, ProcessPolicy):
+            raise ConfigError(
+                f"policy must be a ProcessPolicy (open_process_policy(...)), got {policy!r}"
+            )
+        self._policy = policy
         preview_bytes = self._preview_chars * MAX_UTF8_BYTES_PER_CHAR
         if self._trigger >= 0:
             artifact_after = self._trigger
@@ -517,7 +321,7 @@ class ShellProducer:
 
     def _trigger_words(self) -> str:
         if self._trigger < 0:
-            return _human_bytes(UNTRIGGERED_LIMIT_BYTES)
+            return human_bytes(UNTRIGGERED_LIMIT_BYTES)
         return f"{self._trigger:,} characters"
 
     # -- arguments ------------------------------------------------------------------------
@@ -574,25 +378,80 @@ class ShellProducer:
         """Run the call's command and return its (possibly previewed) output.
 
         Bad arguments and a shell that cannot start give a failed result, never an
-        exception. Cancelling the caller's task stops the process group (shielded), then
-        the cancellation propagates.
+        exception. An abort (``context.cancelled``) stops the process group and returns the
+        partial output with error type ``cancelled``. Cancelling the caller's task does the
+        same (shielded, bounded by the kill grace, the drain and ``CLEANUP_S``), stores that
+        result in ``context.partial_result``, then lets the cancellation propagate.
         """
         invocation = self._parse(call.args)
         if isinstance(invocation, str):
             return ToolResult.failure(invocation, type="invalid_args")
+        policy = self._policy if self._policy is not None else context.process_policy
+        refusal = policy.refusal() if policy is not None else None
+        if refusal is not None:
+            return ToolResult.failure(refusal, type="sandbox_unavailable")
         if context.cancelled.is_set():
             return ToolResult.failure("the call was cancelled before it started", type="cancelled")
         timeout_s = invocation.timeout_s
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
-        capture = _Capture(
+        ending = _Ending(timeout_s=timeout_s)
+        stop = anyio.Event()
+        results: list[ToolResult] = []
+        # The command runs shielded, so that the caller's cancellation becomes a stop like
+        # an abort (group stopped, output drained, artifact committed) instead of losing
+        # the output; the relay turns either into ``stop`` and bounds the shield from then.
+        stop_budget_s = self._kill_grace_s + self._drain_s + CLEANUP_S
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope(
+                shield=True, deadline=anyio.current_time() + timeout_s + 2 * stop_budget_s
+            ) as work:
+                tg.start_soon(self._relay_stop, context.cancelled, stop, work, stop_budget_s)
+                results.append(await self._attempt(invocation, call, context, policy, ending, stop))
+            tg.cancel_scope.cancel()
+        try:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        except anyio.get_cancelled_exc_class():
+            if results:
+                context.partial_result = results[0]
+            raise
+        if not results:  # the shield's own deadline ended a command that would not stop
+            return ToolResult.failure(
+                f"command did not stop within {timeout_s + 2 * stop_budget_s:g} s",
+                type="timeout",
+            )
+        return results[0]
+
+    @staticmethod
+    async def _relay_stop(
+        cancelled: anyio.Event, stop: anyio.Event, work: anyio.CancelScope, budget_s: float
+    ) -> None:
+        """Set ``stop`` on an abort or when this task is cancelled (the caller's cancel)."""
+        try:
+            await cancelled.wait()
+        finally:
+            if not stop.is_set():
+                stop.set()
+                work.deadline = min(work.deadline, anyio.current_time() + budget_s)
+
+    async def _attempt(
+        self,
+        invocation: _Invocation,
+        call: ToolCall,
+        context: ProducerContext,
+        policy: ProcessPolicy | None,
+        ending: _Ending,
+        stop: anyio.Event,
+    ) -> ToolResult:
+        capture = Capture(
             head_cap=self._head_cap,
             tail_cap=self._tail_cap,
             artifact_after_bytes=self._artifact_after_bytes,
         )
-        ending = _Ending(timeout_s=timeout_s)
         try:
-            kind, saved = await self._execute(invocation, call, context, capture, ending)
+            kind, saved = await self._execute(
+                invocation, call, context, policy, capture, ending, stop
+            )
         except OSError as exc:
             return ToolResult.failure(
                 f"could not start {self._shell!r} in {str(invocation.cwd)!r}: {exc}; "
@@ -605,7 +464,7 @@ class ShellProducer:
                 f"the environment and cwd",
                 type="invalid_args",
             )
-        result = self._result(kind, capture, saved, ending)
+        result = self._result(kind, capture, saved, ending, policy)
         context.log.debug(
             "shell.finished",
             reason=ending.reason,
@@ -621,9 +480,14 @@ class ShellProducer:
         invocation: _Invocation,
         call: ToolCall,
         context: ProducerContext,
-        capture: _Capture,
+        policy: ProcessPolicy | None,
+        capture: Capture,
         ending: _Ending,
-    ) -> tuple[Kind, _Saved]:
+        stop: anyio.Event,
+    ) -> tuple[Kind, Saved]:
+        env: Mapping[str, str] | None = self._env
+        if env is None and policy is not None:
+            env = policy.environment
         read_fd, write_fd = open_pipe()
         try:
             try:
@@ -632,28 +496,34 @@ class ShellProducer:
                     stdout=write_fd,
                     stderr=subprocess.STDOUT,
                     cwd=invocation.cwd,
-                    env=self._env,
+                    env=env,
+                    spawn_thread=policy.spawn_thread if policy is not None else None,
                 )
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
             settled = False
             try:
                 async with contextlib.AsyncExitStack() as stack:
-                    window = _ReadWindow()
+                    window = ReadWindow()
                     pump_done = anyio.Event()
                     async with anyio.create_task_group() as tg:
-                        sink = _ArtifactSink(context.store, call.id, stack, tg)
-                        tg.start_soon(
-                            self._supervise, process, ending, window, pump_done, context.cancelled
-                        )
+                        sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack, tg)
+                        tg.start_soon(self._supervise, process, ending, window, pump_done, stop)
                         try:
-                            await self._pump(read_fd, capture, sink, window, context)
+                            await pump(
+                                read_fd,
+                                capture,
+                                sink,
+                                window,
+                                progress=lambda total: self._progress(context, total),
+                                log=context.log,
+                            )
                         finally:
                             pump_done.set()
                             sink.close()
                     settled = True
-                    kind = self._kind(capture)
-                    saved = await self._save(kind, sink, context.store)
+                    kind = classify(capture, self._trigger)
+                    saved = await save(kind, sink, context.store)
                 return kind, saved
             finally:
                 with (
@@ -670,7 +540,7 @@ class ShellProducer:
         self,
         process: anyio.abc.Process,
         ending: _Ending,
-        window: _ReadWindow,
+        window: ReadWindow,
         pump_done: anyio.Event,
         abort: anyio.Event,
     ) -> None:
@@ -687,141 +557,50 @@ class ShellProducer:
         ending.returncode = process.returncode
         window.close_at(anyio.current_time())
 
-    async def _pump(
-        self,
-        fd: int,
-        capture: _Capture,
-        sink: _ArtifactSink,
-        window: _ReadWindow,
-        context: ProducerContext,
-    ) -> None:
-        """Read the pipe to EOF (or until the window closes) into memory and the artifact."""
-        storing = sink.store is not None
-        read = os.read
-        current_time = anyio.current_time
-        unyielded = 0
-        next_progress = current_time() + PROGRESS_INTERVAL_S
-        while True:
-            try:
-                chunk = read(fd, READ_CHUNK_BYTES)
-            except BlockingIOError:
-                if not await window.wait_readable(fd):
-                    break
-                unyielded = 0
-                continue
-            except OSError as exc:
-                context.log.warning("shell.read_failed", error=str(exc))
-                break
-            if not chunk:
-                break
-            before = capture.total
-            capture.feed(chunk)
-            if sink.stream is not None:
-                if await sink.write(chunk):
-                    unyielded = 0
-            elif storing and capture.wants_artifact(eof=False):
-                # Everything before this chunk is still in the head (it opens by then).
-                await sink.open(capture.suffix, bytes(capture.head[:before]) + chunk)
-                unyielded = 0
-            unyielded += len(chunk)
-            if unyielded >= YIELD_EVERY_BYTES:
-                await anyio.lowlevel.checkpoint()
-                unyielded = 0
-            now = current_time()
-            if now >= next_progress:
-                next_progress = now + PROGRESS_INTERVAL_S
-                self._progress(context, capture.total)
-            if now >= window.deadline:
-                break  # something keeps writing after the drain ended
-        if sink.stream is None and storing and capture.wants_artifact(eof=True):
-            await sink.open(capture.suffix, bytes(capture.head))
-
     @staticmethod
     def _progress(context: ProducerContext, total: int) -> None:
         try:
-            context.progress(f"{_human_bytes(total)} of output so far")
+            context.progress(f"{human_bytes(total)} of output so far")
         except Exception as exc:  # a broken progress callback must not break the call
             context.log.debug("shell.progress_failed", error=str(exc))
 
     # -- the result -----------------------------------------------------------------------
 
-    def _kind(self, capture: _Capture) -> Kind:
-        if capture.binary:
-            return "binary"
-        whole = capture.whole()
-        if whole is None:
-            return "preview"
-        if self._trigger < 0:
-            return "whole"
-        if len(whole) <= self._trigger:
-            return "whole"
-        # Between the trigger in bytes and in characters only decoding can tell.
-        chars = len(whole.decode("utf-8", "surrogateescape"))
-        return "preview" if chars > self._trigger else "whole"
-
-    @staticmethod
-    async def _save(kind: Kind, sink: _ArtifactSink, store: ArtifactStore | None) -> _Saved:
-        if kind == "whole":
-            return _Saved()  # leaving the stack discards a stream opened just in case
-        stream = sink.stream
-        if store is None:
-            return _Saved(problem="no artifact store is configured")
-        if stream is None:
-            return _Saved(problem="the output stream was not opened")
-        try:
-            path = await stream.commit()
-        except ArtifactWriteError as exc:
-            return _Saved(problem=f"saving it failed: {exc}")
-        return _Saved(path=path, kept_bytes=stream.bytes_kept, cap=stream.dropped_by)
-
-    def _result(self, kind: Kind, capture: _Capture, saved: _Saved, ending: _Ending) -> ToolResult:
+    def _result(
+        self,
+        kind: Kind,
+        capture: Capture,
+        saved: Saved,
+        ending: _Ending,
+        policy: ProcessPolicy | None,
+    ) -> ToolResult:
+        shown = render(
+            kind,
+            capture,
+            saved,
+            preview_chars=self._preview_chars,
+            display_window=self._display_window,
+        )
         exit_line = self._exit_line(ending)
-        notes = self._ending_notes(ending)
-        total = capture.total
-        persisted: tuple[Path, ...] | None
-        if kind == "whole":
-            whole = capture.whole()
-            assert whole is not None
-            text, replaced = _replace_escapes(whole.decode("utf-8", "surrogateescape"))
-            if replaced:
-                notes.insert(0, f"[{replaced:,} invalid UTF-8 bytes were replaced with U+FFFD]")
-            content = _compose(text if text else "(no output)", notes, exit_line)
-            return self._finish(content, content, ending, persisted_output_files=None)
-        persisted = (saved.path,) if saved.path is not None else ()
-        unsaved = total - saved.kept_bytes if saved.path is not None else 0
-        if kind == "binary":
-            content = _compose(
-                f"[binary output: {total:,} bytes, not shown; {_where(saved, unsaved)}]",
-                notes,
-                exit_line,
-            )
-            return self._finish(content, content, ending, persisted_output_files=persisted)
-        whole = capture.whole()
-        head = whole if whole is not None else bytes(capture.head)
-        tail = whole if whole is not None else capture.tail()
-        body = max(self._preview_chars - MARKER_RESERVE_CHARS, 2)
-        head_chars = int(body * PREVIEW_HEAD_FRACTION)
-        preview, replaced = _head_and_tail(
-            head, tail, total, head_chars=head_chars, tail_chars=body - head_chars
+        notes = [*shown.notes, *self._ending_notes(ending)]
+        if (
+            policy is not None
+            and policy.sandbox != "off"
+            and ending.reason == "exited"
+            and ending.returncode != 0
+            and capture.mentions(_DENIALS)
+        ):
+            # The refusal the command printed may be the sandbox's: say which one applied.
+            notes.append(f"[{policy.describe()}]")
+        content = _compose(shown.content, notes, exit_line)
+        if shown.display_lead is None and shown.display == shown.content:
+            display = content
+        else:
+            lead = [shown.display_lead] if shown.display_lead is not None else []
+            display = _compose(shown.display, [*lead, *notes], exit_line)
+        return self._finish(
+            content, display, ending, persisted_output_files=shown.persisted_output_files
         )
-        header = f"Output too long ({total:,} bytes); {_where(saved, unsaved)}\n"
-        if saved.path is not None:
-            header += "Read that file with shell commands (grep, sed -n, tail) for the rest. "
-        header += "The start and end of the output:"
-        if replaced:
-            notes.insert(0, f"[{replaced:,} invalid UTF-8 bytes shown above were replaced]")
-        content = _compose(f"{header}\n{preview}", notes, exit_line)
-        window_head = self._display_window // 4
-        shown, _ = _head_and_tail(
-            head[:window_head],
-            tail[-(self._display_window - window_head) :],
-            total,
-            head_chars=window_head,
-            tail_chars=self._display_window - window_head,
-        )
-        footer = f"Output too long ({total:,} bytes); {_where(saved, unsaved)}"
-        display = _compose(shown, [footer, *notes], exit_line)
-        return self._finish(content, display, ending, persisted_output_files=persisted)
 
     def _finish(
         self,
@@ -891,18 +670,6 @@ class ShellProducer:
         if ending.background_stopped:
             notes.append("[processes the command left running in the background were stopped]")
         return notes
-
-
-def _where(saved: _Saved, unsaved: int) -> str:
-    if saved.path is None:
-        return f"it was not saved to a file ({saved.problem})"
-    if unsaved > 0:
-        which = "per-file" if saved.cap == "file" else "total"
-        return (
-            f"its first {saved.kept_bytes:,} bytes were saved to: {saved.path} "
-            f"({unsaved:,} bytes were not saved: the artifact store's {which} cap)"
-        )
-    return f"the full output was saved to: {saved.path}"
 
 
 def _compose(body: str, notes: list[str], exit_line: str) -> str:

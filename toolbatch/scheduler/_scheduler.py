@@ -59,7 +59,16 @@ from toolbatch.hooks import (
     build_hook_input,
     run_post_tool_batch_hooks,
 )
-from toolbatch.producers import Producer, ProducerContext, apply_output_threshold
+from toolbatch.producers import (
+    ProcessPolicy,
+    Producer,
+    ProducerContext,
+    SandboxMode,
+    ShellEnvMode,
+    apply_output_threshold,
+    check_process_options,
+    open_process_policy,
+)
 from toolbatch.recorder import Recorder, response_kind
 from toolbatch.scheduler._registry import Registry
 
@@ -145,6 +154,21 @@ class SchedulerConfig:
         lifecycle_tools: tools whose successful output is policy input, kept inline
             outside the budget (default ``{"enter_plan_mode"}``).
         session_id: passed to hooks and recorded.
+        sandbox: what the model's shell commands may write: ``"workspace-write"`` (the
+            workspace roots, the artifact directories and the system temp dir),
+            ``"read-only"`` (a private temp dir only) or ``"off"``; enforced with Landlock
+            (see ``toolbatch.producers.open_process_policy``).
+        workspace_roots: the directories ``workspace-write`` commands may write (``None``:
+            the current directory when the scheduler opens).
+        network: ``False`` denies the commands TCP connect and bind.
+        sandbox_private_tmp: ``workspace-write`` commands get a private temp dir instead of
+            the system's.
+        sandbox_required: refuse every shell command when the sandbox cannot be enforced
+            (default: say so once and run them unconfined).
+        shell_env: the commands' environment: ``"inherit"`` (the agent's, minus names
+            holding KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL), ``"minimal"`` or ``"none"``.
+        shell_env_allow: variable names or globs kept from the agent's environment anyway.
+        shell_env_set: variables set for every command.
     """
 
     batch_budget: Budget | float = DEFAULT_BATCH_BUDGET_CHARS
@@ -158,6 +182,14 @@ class SchedulerConfig:
     recorder: Recorder | None = None
     lifecycle_tools: Iterable[str] = field(default_factory=lambda: DEFAULT_LIFECYCLE_TOOLS)
     session_id: str | None = None
+    sandbox: SandboxMode = "workspace-write"
+    workspace_roots: Sequence[str | os.PathLike[str]] | None = None
+    network: bool = True
+    sandbox_private_tmp: bool = False
+    sandbox_required: bool = False
+    shell_env: ShellEnvMode = "inherit"
+    shell_env_allow: Sequence[str] = ()
+    shell_env_set: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Normalised once, here: the rest of toolbatch sees int | None and a frozenset.
@@ -191,6 +223,16 @@ class SchedulerConfig:
                 f"recorder {self.recorder!r} has no record_turn method; use "
                 f"toolbatch.JsonlRecorder(path)"
             )
+        check_process_options(
+            sandbox=self.sandbox,
+            workspace_roots=self.workspace_roots,
+            network=self.network,
+            private_tmp=self.sandbox_private_tmp,
+            required=self.sandbox_required,
+            shell_env=self.shell_env,
+            shell_env_allow=self.shell_env_allow,
+            shell_env_set=self.shell_env_set,
+        )
         if self.mcp_servers is not None:
             from toolbatch.producers.mcp import load_mcp_config
 
@@ -296,6 +338,7 @@ class ToolScheduler:
         self.config = config if config is not None else SchedulerConfig()
         self._producers: dict[str, Producer] = {}
         self._store: ArtifactStore | None = None
+        self._policy: ProcessPolicy | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._mcp: Any = None
 
@@ -308,6 +351,20 @@ class ToolScheduler:
         await stack.__aenter__()
         try:
             self._store = self._make_store()
+            # The shell's sandbox and environment, resolved once for the session.
+            self._policy = stack.enter_context(
+                open_process_policy(
+                    sandbox=self.config.sandbox,
+                    workspace_roots=self.config.workspace_roots,
+                    writable_dirs=(self._store.root, self._store.fallback_dir),
+                    network=self.config.network,
+                    private_tmp=self.config.sandbox_private_tmp,
+                    required=self.config.sandbox_required,
+                    shell_env=self.config.shell_env,
+                    shell_env_allow=self.config.shell_env_allow,
+                    shell_env_set=self.config.shell_env_set,
+                )
+            )
             self._producers = self.registry.producers()
             if self.config.mcp_servers is not None:
                 from toolbatch.producers.mcp import McpServers, load_mcp_config
@@ -605,12 +662,17 @@ class ToolScheduler:
         call = plan.call
         if plan.context is not None:
             plan.context.cancelled.set()
+        partial = plan.context.partial_result if plan.context is not None else None
         if plan.timed_out or not aborted:
             plan.response = ToolCallResponse.failed(
                 call,
                 f"tool {call.name!r} did not finish within {plan.timeout_s:g} s and was stopped",
                 error_type="timeout",
             )
+        elif partial is not None:
+            # The producer kept what the call produced before the abort (the shell's
+            # partial output and artifact): answer with it rather than a bare message.
+            plan.response = ToolCallResponse.from_result(call, partial, status="cancelled")
         else:
             plan.response = ToolCallResponse.failed(
                 call,
@@ -658,6 +720,7 @@ class ToolScheduler:
             timeout_s=plan.timeout_s,
             progress=report,
             deadline=plan.deadline,
+            process_policy=self._policy,
         )
         plan.context = context
         reporter.started(plan)

@@ -1,0 +1,157 @@
+"""Process groups that die with their host, even when the host is killed with SIGKILL.
+
+``PR_SET_PDEATHSIG`` is not enough: it reaches only the direct child (``bash``, not the
+``sleep`` it runs), and it fires when the *thread* that forked exits, not the process. So a
+tiny reaper process is started once per host, on first use: it reads the registered process
+groups (``+<pgid>`` and ``-<pgid>`` lines) from a pipe whose only write end the host holds.
+When the host exits, however it exits, the kernel closes that write end; the reaper reads EOF,
+sends SIGKILL to every group still registered, and exits.
+
+The reaper runs in a session of its own (a Ctrl-C on the host's terminal does not reach it)
+with an empty environment, in ``/``. Its pipe is close-on-exec, and a child forked from the
+host without ``exec`` closes its copy (``os.register_at_fork``), so no other process keeps
+the reaper waiting. The reaper is started (from the event loop's thread, never a sandbox's)
+before a group is spawned, and the group is registered by the spawning thread as soon as
+``Popen`` returns: only a host killed within those microseconds leaves that one group behind.
+It is unregistered when the caller is done with it. The reaper counts registrations per
+group id, so a late unregistration of a group whose leader's pid was reused since cannot
+cancel the registration of the new group. A reaper that died is started again before the
+next spawn. Where no Python interpreter
+can be run, groups are not protected; this is logged once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Final
+
+import structlog
+
+__all__ = ["ensure_reaper", "forget_group", "reap_with_host"]
+
+log = structlog.get_logger("toolbatch.producers.process")
+
+REAPER_SOURCE: Final = """
+import os, signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+groups = {}
+pending = b""
+while True:
+    data = os.read(0, 65536)
+    if not data:
+        break
+    *lines, pending = (pending + data).split(b"\\n")
+    for line in lines:
+        pgid = int(line[1:])
+        count = groups.get(pgid, 0) + (1 if line[:1] == b"+" else -1)
+        if count > 0:
+            groups[pgid] = count
+        else:
+            groups.pop(pgid, None)
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+"""The reaper's program (``python -I -S -c``): a few milliseconds to start, once per host."""
+
+
+@dataclass(slots=True, eq=False)
+class _Reaper:
+    process: subprocess.Popen[bytes]
+    write_fd: int
+
+
+_lock = threading.Lock()
+_reaper: _Reaper | None = None
+_unavailable = False
+
+
+def _start() -> _Reaper | None:
+    global _unavailable
+    if _unavailable:
+        return None
+    read_fd, write_fd = os.pipe()  # both ends close-on-exec
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", REAPER_SOURCE],
+            stdin=read_fd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            env={},
+            start_new_session=True,
+        )
+    except (OSError, ValueError) as exc:
+        os.close(write_fd)
+        _unavailable = True
+        log.warning(
+            "process.reaper_unavailable",
+            error=str(exc),
+            consequence="shell commands may outlive a host that is killed",
+        )
+        return None
+    finally:
+        os.close(read_fd)
+    os.set_blocking(write_fd, False)
+    return _Reaper(process, write_fd)
+
+
+def ensure_reaper() -> None:
+    """Start the reaper if it is not running (call it from an unconfined thread)."""
+    global _reaper
+    with _lock:
+        if _reaper is not None and _reaper.process.poll() is not None:
+            os.close(_reaper.write_fd)  # it died: its groups are unprotected, start anew
+            _reaper = None
+        if _reaper is None:
+            _reaper = _start()
+
+
+def _send(line: bytes) -> None:
+    global _reaper
+    with _lock:
+        if _reaper is None:
+            return
+        try:
+            os.write(_reaper.write_fd, line)
+        except BrokenPipeError:
+            os.close(_reaper.write_fd)
+            _reaper.process.poll()
+            _reaper = None
+            log.warning("process.reaper_died", line=line.decode().strip())
+        except BlockingIOError:
+            log.warning("process.reaper_busy", line=line.decode().strip())
+
+
+def reap_with_host(pgid: int) -> None:
+    """Register process group ``pgid``: it gets SIGKILL if this process dies first.
+
+    Thread-safe; a no-op without a running reaper (:func:`ensure_reaper` starts one).
+    """
+    _send(b"+%d\n" % pgid)
+
+
+def forget_group(pgid: int) -> None:
+    """Unregister process group ``pgid`` (call it once the group is stopped or let go)."""
+    _send(b"-%d\n" % pgid)
+
+
+def _forget_in_child() -> None:
+    """After a bare ``fork``: the child neither keeps the host's reaper waiting nor uses it."""
+    global _lock, _reaper
+    _lock = threading.Lock()
+    if _reaper is not None:
+        with contextlib.suppress(OSError):
+            os.close(_reaper.write_fd)
+        _reaper = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

@@ -1,0 +1,427 @@
+"""The sandbox and environment of the model's shell commands: what they may reach.
+
+Modes (``SchedulerConfig(sandbox=...)``, ``--sandbox``):
+
+``"workspace-write"`` (default)
+    Commands read and execute anything, but write only beneath the workspace roots (default:
+    the current directory when the scheduler opens), the artifact store's directories and
+    the system temp dir (``tempfile.gettempdir()`` and ``/tmp``), as Codex allows by default.
+    ``private_tmp=True`` replaces the system temp dir with a private one.
+``"read-only"``
+    Commands read and execute anything and write only to a private temp dir.
+``"off"``
+    No confinement.
+
+Every mode may also write the terminal-like devices (``/dev/null``, ``/dev/tty``, ...). With
+``network=False`` TCP ``connect`` and ``bind`` are denied (Landlock ABI 4, Linux 6.7); other
+protocols (UDP, UNIX sockets) are not. A private temp dir (``toolbatch-sandbox-tmp-*``) is
+made on open, handed to commands as ``TMPDIR``, ``TMP`` and ``TEMP``, and removed on close.
+
+How it is enforced
+    With Landlock (``toolbatch._landlock``), no external binary. The ruleset is built once,
+    when the policy is opened, and applied to one dedicated *spawner thread*: Landlock and
+    ``no_new_privs`` confine a thread and everything it forks, so every command started from
+    that thread, and every descendant of it, is confined from its first instruction, while
+    the host's other threads are not. Starting a command there costs one hop to that thread
+    (about 0.1 ms); nothing runs in the child between ``fork`` and ``exec``, so ``vfork``
+    stays usable and the cost does not grow with the host's memory (a ``preexec_fn`` would
+    force a full ``fork``: about 2.5 ms at 10 MB of host memory, 7.5 ms at 300 MB).
+
+    A denied write or connect is the command's own failure (``Permission denied``), which
+    the model reads like any other; a failing command's result names the sandbox that
+    applied. Symlinks and ``..`` do not escape: rules hold the directories they were made
+    for, checked on the path the kernel actually resolves.
+
+Where Landlock is missing (not Linux, a kernel before 5.13, or disabled at boot) or lacks a
+right the mode needs, opening the policy logs one warning (``sandbox.unavailable`` or
+``sandbox.partial``); commands then run with what can be enforced, or, with
+``required=True``, every command is refused with that reason.
+
+What it does not do: it does not hide files from reading, limit CPU, memory or processes,
+or stop a process that leaves its group; command hooks and MCP servers are configured by
+the user, not chosen by the model, and are not sandboxed by it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final, Literal, TypeAlias
+
+import anyio.to_thread
+import structlog
+
+from toolbatch import _landlock
+from toolbatch._environment import SHELL_ENV_MODES, ShellEnvMode, shell_environment
+from toolbatch._process import SpawnThread
+from toolbatch.errors import ConfigError
+
+__all__ = [
+    "SANDBOX_MODES",
+    "WRITABLE_DEVICES",
+    "LandlockProbe",
+    "ProcessPolicy",
+    "SandboxMode",
+    "check_process_options",
+    "open_process_policy",
+]
+
+log = structlog.get_logger("toolbatch.sandbox")
+
+SandboxMode: TypeAlias = Literal["workspace-write", "read-only", "off"]
+SANDBOX_MODES: Final[tuple[SandboxMode, ...]] = ("workspace-write", "read-only", "off")
+WRITABLE_DEVICES: Final = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+)
+"""Devices every mode may write (``> /dev/null`` must keep working)."""
+
+LandlockProbe: TypeAlias = Callable[[], int]
+"""Returns the kernel's Landlock ABI version, 0 when there is none (tests simulate kernels)."""
+
+_FS_NEEDED_ABI: Final = 3
+"""The ABI that handles every write right (``TRUNCATE`` came in 3)."""
+_DEVICE_RIGHTS: Final = _landlock.ACCESS_FS_WRITE_FILE | _landlock.ACCESS_FS_TRUNCATE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ProcessPolicy:
+    """What the model's commands may reach: the sandbox they run in and their environment.
+
+    Made by :func:`open_process_policy` (the scheduler opens one per session and passes it
+    to every call as ``ProducerContext.process_policy``). ``ProcessPolicy()`` is no policy:
+    unconfined, the agent's own environment.
+
+    Attributes:
+        sandbox: the mode asked for.
+        enforced: whether Landlock confines the commands.
+        writable: the directories commands may write beneath (and ``WRITABLE_DEVICES``),
+            when enforced.
+        network: whether TCP ``connect`` and ``bind`` are allowed.
+        temp_dir: the private temp dir handed to commands as ``TMPDIR``, if any.
+        required: refuse every command when the sandbox cannot be (fully) enforced.
+        environment: the commands' complete environment (``None``: the agent's own).
+        problem: why the sandbox is not (fully) enforced, if it is not.
+    """
+
+    sandbox: SandboxMode = "off"
+    enforced: bool = False
+    writable: tuple[Path, ...] = ()
+    network: bool = True
+    temp_dir: Path | None = None
+    required: bool = False
+    environment: Mapping[str, str] | None = field(default=None, repr=False)
+    problem: str | None = None
+    spawn_thread: SpawnThread | None = field(default=None, repr=False)
+    """Where commands are started so that they are confined (``None``: anywhere)."""
+
+    def refusal(self) -> str | None:
+        """Why every command must be refused (a required sandbox that is missing), if so."""
+        if not self.required or self.sandbox == "off" or self.problem is None:
+            return None
+        return (
+            f"the {self.sandbox} sandbox is required but cannot be enforced here: "
+            f"{self.problem}; run on Linux 6.7 or newer with Landlock enabled, or drop "
+            f"sandbox_required (--sandbox-required) to run commands without it"
+        )
+
+    def describe(self) -> str:
+        """One line for the model: the sandbox that applied to its command."""
+        if self.sandbox == "off":
+            return "sandbox: off"
+        if not self.enforced:
+            return f"sandbox: none ({self.sandbox} was asked for, but {self.problem})"
+        places = ", ".join(str(path) for path in self.writable)
+        network = "network allowed" if self.network else "TCP connect and bind denied"
+        line = f"sandbox: {self.sandbox}; writes allowed only under {places}; {network}"
+        if self.problem is not None:
+            line += f"; not enforced: {self.problem}"
+        return line
+
+
+@dataclass(slots=True, eq=False)
+class _ConfinedThread:
+    """One thread confined by a Landlock ruleset; commands started from it inherit it."""
+
+    executor: ThreadPoolExecutor
+
+    @classmethod
+    def start(cls, ruleset_fd: int) -> _ConfinedThread:
+        """Start the thread and confine it (raises ``OSError`` when the kernel refuses)."""
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolbatch-sandbox")
+        try:
+            # max_workers=1: this first task runs on the only thread every later one uses.
+            executor.submit(_landlock.restrict_current_thread, ruleset_fd).result()
+        except BaseException:
+            executor.shutdown(wait=True)
+            raise
+        return cls(executor)
+
+    async def run(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        future = self.executor.submit(start)
+        # Not abandoned on cancel: the caller must get the process it started, to stop it.
+        return await anyio.to_thread.run_sync(future.result)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
+
+
+def _check_bool(name: str, value: object, flag: str) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, got {value!r}; {flag}")
+
+
+def _check_env_name(option: str, name: object) -> None:
+    if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+        raise ConfigError(
+            f"{option} holds {name!r}, not a variable name; give names such as 'CI' "
+            f"(without '=' or NUL)"
+        )
+
+
+def check_process_options(
+    *,
+    sandbox: object,
+    workspace_roots: object,
+    network: object,
+    private_tmp: object,
+    required: object,
+    shell_env: object,
+    shell_env_allow: object,
+    shell_env_set: object,
+) -> None:
+    """Check the sandbox and environment options; the messages name the value and the fix.
+
+    Raises:
+        ConfigError: an option is malformed.
+    """
+    if sandbox not in SANDBOX_MODES:
+        raise ConfigError(
+            f"sandbox must be 'workspace-write', 'read-only' or 'off', got {sandbox!r}"
+        )
+    if workspace_roots is not None:
+        if isinstance(workspace_roots, str | bytes | os.PathLike) or not isinstance(
+            workspace_roots, Sequence
+        ):
+            raise ConfigError(
+                f"workspace_roots must be a list of directories or None (the current "
+                f"directory), got {workspace_roots!r}; wrap a single path in a list"
+            )
+        for root in workspace_roots:
+            if not isinstance(root, str | os.PathLike) or not os.fspath(root):
+                raise ConfigError(
+                    f"workspace_roots holds {root!r}, not a directory path; give paths"
+                )
+    _check_bool("network", network, "False denies TCP connect and bind")
+    _check_bool("sandbox_private_tmp", private_tmp, "True gives commands a private temp dir")
+    _check_bool("sandbox_required", required, "True refuses commands without a sandbox")
+    if shell_env not in SHELL_ENV_MODES:
+        raise ConfigError(f"shell_env must be 'inherit', 'minimal' or 'none', got {shell_env!r}")
+    if isinstance(shell_env_allow, str | bytes) or not isinstance(shell_env_allow, Sequence):
+        raise ConfigError(
+            f"shell_env_allow must be a list of variable names or globs, got "
+            f"{shell_env_allow!r}; wrap a single name in a list"
+        )
+    for name in shell_env_allow:
+        _check_env_name("shell_env_allow", name)
+    if not isinstance(shell_env_set, Mapping):
+        raise ConfigError(
+            f"shell_env_set must map variable names to values, got {shell_env_set!r}; "
+            f"give a dict such as {{'CI': '1'}}"
+        )
+    for name, value in shell_env_set.items():
+        _check_env_name("shell_env_set", name)
+        if not isinstance(value, str) or "\0" in value:
+            raise ConfigError(
+                f"shell_env_set[{name!r}] must be a string without NUL, got {value!r}"
+            )
+
+
+def _directories(option: str, paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    resolved = []
+    for raw in paths:
+        path = Path(raw).expanduser().absolute()
+        if not path.is_dir():
+            raise ConfigError(
+                f"{option} {str(path)!r} is not a directory; create it or give an existing one"
+            )
+        resolved.append(path.resolve())
+    return resolved
+
+
+def _system_temp_dirs() -> list[Path]:
+    found = []
+    for candidate in (tempfile.gettempdir(), "/tmp"):
+        path = Path(candidate).resolve()
+        if path.is_dir() and path not in found:
+            found.append(path)
+    return found
+
+
+@contextlib.contextmanager
+def open_process_policy(
+    *,
+    sandbox: SandboxMode = "workspace-write",
+    workspace_roots: Sequence[str | os.PathLike[str]] | None = None,
+    writable_dirs: Sequence[str | os.PathLike[str]] = (),
+    network: bool = True,
+    private_tmp: bool = False,
+    required: bool = False,
+    shell_env: ShellEnvMode = "inherit",
+    shell_env_allow: Sequence[str] = (),
+    shell_env_set: Mapping[str, str] | None = None,
+    inherited_env: Mapping[str, str] | None = None,
+    landlock_probe: LandlockProbe = _landlock.abi_version,
+) -> Iterator[ProcessPolicy]:
+    """Resolve the options once into a :class:`ProcessPolicy`; close it when done.
+
+    Args:
+        sandbox: ``"workspace-write"``, ``"read-only"`` or ``"off"`` (module docstring).
+        workspace_roots: where ``workspace-write`` commands may write (default: the current
+            directory); each must be an existing directory.
+        writable_dirs: also writable in ``workspace-write`` (the artifact directories);
+            those that do not exist yet are skipped.
+        network: ``False`` denies TCP connect and bind.
+        private_tmp: in ``workspace-write``, a private temp dir instead of the system's.
+        required: refuse every command when the sandbox cannot be fully enforced.
+        shell_env: ``"inherit"``, ``"minimal"`` or ``"none"`` (``toolbatch._environment``).
+        shell_env_allow: variable names or globs kept from the agent's environment anyway.
+        shell_env_set: variables set for every command.
+        inherited_env: the agent's environment (default ``os.environ``, read once here).
+        landlock_probe: how the Landlock ABI is found (tests simulate other kernels).
+
+    Raises:
+        ConfigError: an option is malformed or a workspace root is not a directory.
+    """
+    overrides = dict(shell_env_set) if shell_env_set is not None else {}
+    check_process_options(
+        sandbox=sandbox,
+        workspace_roots=workspace_roots,
+        network=network,
+        private_tmp=private_tmp,
+        required=required,
+        shell_env=shell_env,
+        shell_env_allow=shell_env_allow,
+        shell_env_set=overrides,
+    )
+    roots = _directories(
+        "workspace root", workspace_roots if workspace_roots is not None else [Path.cwd()]
+    )
+    with contextlib.ExitStack() as stack:
+        temp_dir: Path | None = None
+        if sandbox == "read-only" or (sandbox == "workspace-write" and private_tmp):
+            temp_dir = Path(tempfile.mkdtemp(prefix="toolbatch-sandbox-tmp-")).resolve()
+            stack.callback(shutil.rmtree, temp_dir, ignore_errors=True)
+        environment = shell_environment(shell_env, allow=shell_env_allow, inherited=inherited_env)
+        if temp_dir is not None:
+            environment.update(TMPDIR=str(temp_dir), TMP=str(temp_dir), TEMP=str(temp_dir))
+        environment.update(overrides)
+        writable: list[Path] = []
+        if sandbox == "workspace-write":
+            writable.extend(roots)
+            writable.extend(Path(d).absolute().resolve() for d in writable_dirs if Path(d).is_dir())
+            if temp_dir is None:
+                writable.extend(_system_temp_dirs())
+        if temp_dir is not None:
+            writable.append(temp_dir)
+        writable = list(dict.fromkeys(writable))
+        policy = ProcessPolicy(
+            sandbox=sandbox,
+            network=network,
+            temp_dir=temp_dir,
+            required=required,
+            environment=MappingProxyType(environment),
+        )
+        if sandbox != "off":
+            policy = _confine(policy, writable, landlock_probe, stack)
+        yield policy
+
+
+def _confine(
+    policy: ProcessPolicy,
+    writable: list[Path],
+    probe: LandlockProbe,
+    stack: contextlib.ExitStack,
+) -> ProcessPolicy:
+    """``policy`` with its confined spawner thread, or with the reason there is none."""
+    abi = probe()
+    consequence = (
+        "every shell command is refused (sandbox_required)"
+        if policy.required
+        else "shell commands run without it"
+    )
+    if abi <= 0:
+        problem = "Landlock is not available on this kernel (Linux 5.13+ with Landlock enabled)"
+        log.warning(
+            "sandbox.unavailable", mode=policy.sandbox, reason=problem, consequence=consequence
+        )
+        return dataclasses.replace(policy, problem=problem)
+    supported = _landlock.fs_rights(abi)
+    handled_fs = _landlock.FS_WRITE_RIGHTS & supported
+    missing = []
+    if abi < _FS_NEEDED_ABI:
+        names = _landlock.right_names(_landlock.FS_WRITE_RIGHTS & ~supported)
+        missing.append(f"the write rights {', '.join(names)}")
+    handled_net = 0
+    if not policy.network:
+        if abi >= _landlock.NET_ABI:
+            handled_net = _landlock.NET_RIGHTS
+        else:
+            missing.append("TCP connect and bind (network=False)")
+    try:
+        ruleset = _landlock.create_ruleset(handled_fs=handled_fs, handled_net=handled_net)
+        try:
+            for path in writable:
+                _landlock.allow_beneath(ruleset, path, handled_fs)
+            for device in WRITABLE_DEVICES:
+                if os.path.exists(device):
+                    rights = handled_fs if os.path.isdir(device) else _DEVICE_RIGHTS & handled_fs
+                    _landlock.allow_beneath(ruleset, device, rights)
+            thread = _ConfinedThread.start(ruleset)
+        finally:
+            os.close(ruleset)
+    except OSError as exc:
+        refused = f"Landlock refused the ruleset ({exc})"
+        log.warning(
+            "sandbox.unavailable", mode=policy.sandbox, reason=refused, consequence=consequence
+        )
+        return dataclasses.replace(policy, problem=refused)
+    stack.callback(thread.close)
+    partial = None
+    if missing:
+        partial = f"Landlock ABI {abi} cannot enforce {' or '.join(missing)}"
+        log.warning(
+            "sandbox.partial",
+            mode=policy.sandbox,
+            reason=partial,
+            consequence=consequence if policy.required else "the rest is enforced",
+        )
+    log.debug(
+        "sandbox.ready",
+        mode=policy.sandbox,
+        abi=abi,
+        writable=[str(path) for path in writable],
+        network=policy.network,
+    )
+    return dataclasses.replace(
+        policy,
+        enforced=True,
+        writable=tuple(writable),
+        problem=partial,
+        spawn_thread=thread,
+    )
