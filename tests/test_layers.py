@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolbatch"
 # Each layer may import only from the layers listed before it (and from itself).
 LAYERS: list[set[str]] = [
     {"_wire", "errors", "logs", "_environment", "_process", "_text"},
-    {"artifacts"},
+    {"artifacts", "_artifact_home"},
     {"producers", "finalize", "hooks", "transports"},
     {"recorder", "scheduler"},
     {"agent", "testing"},

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -22,6 +21,7 @@ import anyio
 import structlog
 from pydantic import ValidationError
 
+from toolbatch._artifact_home import artifact_session
 from toolbatch._wire import (
     BatchObserver,
     ToolCall,
@@ -90,9 +90,9 @@ class SchedulerConfig:
         call_timeout: the ceiling on any one call, in seconds. Producers have shorter
             defaults of their own (shell 120 s unless the call asks for more, MCP 60 s,
             Python tools 120 s) and honour this ceiling.
-        artifacts_dir: where complete output is kept (default: a new private directory
-            under the system temp dir for each scheduler session, left in place afterwards
-            so the model can still read it).
+        artifacts_dir: where complete output is kept (default: this session's folder of
+            the per-user state directory, ``sessions/<session_id>``, kept while the session
+            is open and for 7 days after its last use; see ``toolbatch artifacts``).
         store: an ``ArtifactStore`` to use instead of making one at ``artifacts_dir``.
         mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict or a JSON file path;
             its servers are started and discovered on enter and stopped on exit.
@@ -216,7 +216,7 @@ class ToolScheduler:
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
-            self._store = self._make_store()
+            self._store = self._make_store(stack)
             self._producers = self.registry.producers()
             if self.config.mcp_servers is not None:
                 from toolbatch.producers.mcp import McpServers, load_mcp_config
@@ -250,12 +250,12 @@ class ToolScheduler:
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
 
-    def _make_store(self) -> ArtifactStore:
+    def _make_store(self, stack: contextlib.AsyncExitStack) -> ArtifactStore:
         if self.config.store is not None:
             return self.config.store
         if self.config.artifacts_dir is not None:
             return ArtifactStore(self.config.artifacts_dir)
-        return ArtifactStore(tempfile.mkdtemp(prefix="toolbatch-artifacts-"))
+        return ArtifactStore(stack.enter_context(artifact_session(self.config.session_id)))
 
     @property
     def store(self) -> ArtifactStore:
