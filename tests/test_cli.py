@@ -80,11 +80,14 @@ def test_run_text_shows_what_the_model_receives_and_dual_output(tmp_path: Path) 
         "budget": 2_000,
     }
     sidecar = tmp_path / "events.jsonl"
+    record = tmp_path / "session.jsonl"
     done = run_toolbatch(
         "run",
         "-",
         "--dual-output",
         str(sidecar),
+        "--record",
+        str(record),
         "--artifacts-dir",
         str(tmp_path / "artifacts"),
         stdin=json.dumps(batch).encode(),
@@ -111,8 +114,18 @@ def test_run_text_shows_what_the_model_receives_and_dual_output(tmp_path: Path) 
     assert [event["type"] for event in middle] == ["system"] + ["assistant"] * 3 + ["user"] * 3 + [
         "result"
     ]
-    assert middle[-1]["result"] == out  # the text rendering is the run's result
-    assert middle[-1]["budget"]["limit_chars"] == 2_000
+    # The sidecar is for programs: its result is the wire parts, as the README promises
+    # (JSON.parse works), never the text rendering shown on stdout.
+    result = middle[-1]
+    assert (result["subtype"], result["is_error"]) == ("success", False)
+    parts = json.loads(result["result"])
+    [recorded] = load_session(record)
+    assert parts == parts_adapter.dump_python(
+        recorded.parts, mode="json", by_alias=True, exclude_none=True
+    )
+    assert [part["functionResponse"]["id"] for part in parts] == ["big", "bad", "nope"]
+    assert "== [1/3]" not in sidecar.read_text(encoding="utf-8")
+    assert result["budget"]["limit_chars"] == 2_000
 
 
 def test_run_json_bounds_tool_results_and_leaves_the_model_parts_alone(tmp_path: Path) -> None:
@@ -305,8 +318,9 @@ def test_interrupt_cancels_the_calls_and_still_writes_the_turn(tmp_path: Path) -
     ]
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps(calls))
+    sidecar = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
-        [*TOOLBATCH, "run", "--output-format", "json", str(batch)],
+        [*TOOLBATCH, "run", "--output-format", "json", "--dual-output", str(sidecar), str(batch)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -327,6 +341,12 @@ def test_interrupt_cancels_the_calls_and_still_writes_the_turn(tmp_path: Path) -
     assert "cancelled" in results["long"]["content"]
     assert results["quick"]["content"] == "quick\n[exit code: 0]"
     assert processes_with(f"sleep {marker}") == []
+    # The run did not succeed, and its result event says so (the turn is still there).
+    for result in (events[-1], lines_of(sidecar.read_text(encoding="utf-8"))[-2]):
+        assert result["type"] == "result"
+        assert (result["subtype"], result["is_error"]) == ("error_during_execution", True)
+        assert result["error"]["message"].startswith("interrupted by SIGINT")
+        assert set(model_outputs(json.loads(result["result"]))) == {"long", "quick"}
 
 
 def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:

@@ -14,12 +14,15 @@
       parts as a JSON string (``JSON.parse`` gives the list of wire parts, exactly what the
       model receives and what ``--record`` writes).
     * ``--dual-output PATH`` also writes the ``stream-json`` events to ``PATH`` (protocol
-      version 2); its ``result.result`` is the same value as the main output's.
+      version 2), whatever the main format; its ``result.result`` is the parts JSON too
+      (the text rendering is only ever shown on stdout).
 
     Bad input (an unreadable file, invalid JSON, a wrong shape, a bad flag) prints a message
     naming the value and the fix on stderr and exits 2 with nothing on stdout. A batch that
     ran exits 0 even when calls failed (their failures are information for the model);
-    SIGINT or SIGTERM cancels the running calls, still writes the turn, and exits 130.
+    SIGINT or SIGTERM cancels the running calls, still writes the turn (its ``result``
+    event then says ``"subtype": "error_during_execution", "is_error": true`` and still
+    carries the parts; text output ends with an ``Error:`` line), and exits 130.
 
 ``toolbatch serve``
     JSON-RPC 2.0 over stdio (see ``toolbatch.service``).
@@ -641,10 +644,10 @@ async def _run_batch(
             tg.cancel_scope.cancel()
         names = [declaration.name for declaration in backend.declarations()]
     used = sum(response.content_length for response in turn.responses)
-    if args.output_format == "text":
-        result = render_turn_text(turn, budget=budget)
-    else:
-        result = dumps_json_line(batch_result(turn)["parts"])
+    # Programs (json, stream-json and the sidecar) get the parts; people the rendering.
+    parts = dumps_json_line(batch_result(turn)["parts"])
+    shown = render_turn_text(turn, budget=budget) if args.output_format == "text" else None
+    stopped_by = ", ".join(dict.fromkeys(signal.Signals(signum).name for signum in interrupted))
     with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
         adapter.init(f"run-{uuid.uuid4()}", names)
         for call in calls:
@@ -653,7 +656,12 @@ async def _run_batch(
             adapter.tool_result(call, response)
         adapter.result(
             num_turns=1,
-            result=result,
+            is_error=bool(interrupted),
+            error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
+            if interrupted
+            else None,
+            result=parts,
+            text=shown,
             duration_ms=(time.perf_counter() - started) * 1000,
             budget_chars=budget,
             budget_used_chars=used,

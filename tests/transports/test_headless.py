@@ -167,6 +167,47 @@ def test_text_writes_only_the_final_answer(tmp_path: Path) -> None:
     assert failed.getvalue() == "Error: model unreachable\n"
 
 
+def test_a_rendering_for_people_reaches_only_the_text_output(tmp_path: Path) -> None:
+    """result(text=...) is what text shows; json, stream-json and the sidecar carry result."""
+    parts = json.dumps([{"text": "what the model receives"}])
+    outputs: dict[str, str] = {}
+    for output_format in ("text", "json", "stream-json"):
+        main = io.StringIO()
+        sidecar_path = tmp_path / f"{output_format}.jsonl"
+        with sidecar_path.open("w", encoding="utf-8") as sidecar:
+            adapter = make_output_adapter(output_format, main, dual_output=sidecar)
+            adapter.init("s", [])
+            adapter.result(num_turns=1, result=parts, text="== a rendering ==\n")
+            adapter.close()
+        outputs[output_format] = main.getvalue()
+        [result] = [e for e in lines_of(sidecar_path.read_text()) if e["type"] == "result"]
+        assert json.loads(result["result"]) == [{"text": "what the model receives"}]
+        assert "rendering" not in sidecar_path.read_text()
+    assert outputs["text"] == "== a rendering ==\n"
+    assert json.loads(outputs["json"])[-1]["result"] == parts
+    assert lines_of(outputs["stream-json"])[-1]["result"] == parts
+
+
+def test_a_failed_run_can_still_carry_its_result() -> None:
+    """An interrupted run: error_during_execution, is_error, and the result it still made."""
+    stream = io.StringIO()
+    adapter = make_output_adapter("stream-json", stream)
+    adapter.init("s", [])
+    adapter.result(num_turns=1, is_error=True, error="interrupted by SIGINT", result="[]")
+    adapter.close()
+    [*_, result] = lines_of(stream.getvalue())
+    assert result["subtype"] == "error_during_execution"
+    assert result["is_error"] is True
+    assert result["error"] == {"message": "interrupted by SIGINT"}
+    assert result["result"] == "[]"
+    text = io.StringIO()
+    adapter = make_output_adapter("text", text)
+    adapter.init("s", [])
+    adapter.result(num_turns=1, is_error=True, error="interrupted", result="[]", text="turn\n")
+    adapter.close()
+    assert text.getvalue() == "turn\nError: interrupted\n"
+
+
 def test_text_output_is_writable_utf8_whatever_the_answer_holds(tmp_path: Path) -> None:
     """Lone surrogates become U+FFFD and split halves their character in text output."""
     path = tmp_path / "answer.txt"

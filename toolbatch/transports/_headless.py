@@ -21,8 +21,14 @@ Events (one JSON object each; ``stream-json`` writes one per line)::
                                            "content": str, "is_error": bool}]}}
     result       {"type": "result", "subtype": "success" | "error_during_execution",
                   "uuid", "session_id", "is_error", "duration_ms", "num_turns",
-                  "result": str (success) | "error": {"message"} (failure),
+                  "result": str (success; also on failure when the run still produced
+                            one, such as the turn of an interrupted run),
+                  "error": {"message"} (failure),
                   "budget": {"limit_chars", "used_chars"} (when given)}
+
+``result.result`` is the run's answer for programs (``toolbatch run`` puts the model-facing
+parts there as a JSON string); the ``text`` format may show people a rendering of it
+instead (``result(text=...)``), which no event ever carries.
 
 ``tool_result.content`` is the response's semantic display value: ``display`` when it is a
 non-blank string, else a JSON rendering of a non-null ``display``, else the error message,
@@ -32,7 +38,8 @@ an event, frame or session limit. Calls and responses are read, never changed, a
 internal state such as ``persisted_output_files`` never reaches the wire.
 
 Formats:
-    ``text``: only the final answer (the ``result`` text, or ``Error: <message>``).
+    ``text``: only the final answer (its rendering for people when one was given, else the
+    ``result`` text), then ``Error: <message>`` when the run failed.
     ``json``: one JSON array of all events, written by ``close()``.
     ``stream-json``: JSON Lines, one event per ``write`` call, flushed as it happens.
     Dual Output (``dual_output=``): the ``stream-json`` events to a sidecar, opened by a
@@ -272,6 +279,7 @@ class OutputAdapter:
         is_error: bool = False,
         error: str | None = None,
         result: str | None = None,
+        text: str | None = None,
         duration_ms: float | None = None,
         budget_chars: int | None = None,
         budget_used_chars: int | None = None,
@@ -280,9 +288,13 @@ class OutputAdapter:
 
         Args:
             num_turns: how many model turns the run took.
-            is_error: whether the run failed.
+            is_error: whether the run failed (``subtype`` ``error_during_execution``).
             error: why it failed (when ``is_error``).
-            result: the final answer; the last assistant message when omitted.
+            result: the final answer every event format carries; when omitted, the last
+                assistant message of a successful run (a failed run then has none).
+            text: what the ``text`` format shows instead of ``result``: a rendering for
+                people. Never written to any event (the JSON formats and the Dual Output
+                sidecar carry ``result``).
             duration_ms: the run's wall time; the time since ``init`` when omitted.
             budget_chars: the aggregate tool-output budget, if one applied.
             budget_used_chars: model-facing tool-output characters sent, if known.
@@ -298,11 +310,13 @@ class OutputAdapter:
         }
         if is_error:
             event["error"] = {"message": error or "unknown error"}
+            if result is not None:
+                event["result"] = result
         else:
             event["result"] = self._last_text if result is None else result
         if budget_chars is not None or budget_used_chars is not None:
             event["budget"] = {"limit_chars": budget_chars, "used_chars": budget_used_chars}
-        self._emit(event)
+        self._emit(event, text=text)
 
     def close(self) -> None:
         """Finish the output (the ``json`` document, the sidecar's ``session_end``); idempotent."""
@@ -329,14 +343,17 @@ class OutputAdapter:
             },
         }
 
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: Event, *, text: str | None = None) -> None:
         if self._closed:
             raise ConfigError(
                 f"the output adapter is closed; cannot emit a {event['type']!r} event "
                 f"after close(): emit every event first"
             )
         for sink in self._sinks:
-            sink.emit(event)
+            if isinstance(sink, _TextSink):
+                sink.emit(event, text=text)
+            else:
+                sink.emit(event)
 
 
 def dumps_json_line(value: JsonValue | Event) -> str:
@@ -371,19 +388,22 @@ def _join_pair(match: re.Match[str]) -> str:
 
 
 class _TextSink:
-    """The final answer only."""
+    """The final answer only (its rendering for people, when given), then any error."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Event, *, text: str | None = None) -> None:
         if event["type"] != "result":
             return
-        text = f"Error: {event['error']['message']}" if event["is_error"] else event["result"]
-        if text:
-            text = _printable(text)
-            self._stream.write(text if text.endswith("\n") else text + "\n")
-            self._stream.flush()
+        shown = [text if text is not None else event.get("result") or ""]
+        if event["is_error"]:
+            shown.append(f"Error: {event['error']['message']}")
+        for piece in shown:
+            if piece:
+                piece = _printable(piece)
+                self._stream.write(piece if piece.endswith("\n") else piece + "\n")
+        self._stream.flush()
 
     def close(self) -> None:
         self._stream.flush()
