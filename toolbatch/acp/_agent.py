@@ -708,7 +708,7 @@ async def serve_acp(
                 return shared  # one HTTP client serves every session
 
         if transport is None:
-            transport = await AcpStdioTransport.open_stdio()
+            transport = AcpStdioTransport.open_stdio()
         for directory in (options.transcript_dir, options.artifacts_dir):
             if directory is not None:
                 directory.mkdir(parents=True, exist_ok=True)
