@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "toolbatch"
 
 # Each layer may import only from the layers listed before it (and from itself).
 LAYERS: list[set[str]] = [
-    {"_wire", "errors", "logs", "_environment", "_process", "_text", "_descriptor_io"},
+    {"_wire", "errors", "logs", "_environment", "_process", "_text", "_descriptor_io", "_media"},
     {"artifacts", "_artifact_home"},
     {"producers", "finalize", "hooks", "transports"},
     {"recorder", "scheduler"},
