@@ -140,6 +140,7 @@ def test_run_json_bounds_tool_results_and_leaves_the_model_parts_alone(tmp_path:
         shell("controls", python_print("chr(1) * 20000")),
         {"id": "mcp-big", "name": "mcp__t__big_text", "args": {"n_chars": 200_000}},
         {"id": "mcp-echo", "name": "mcp__t__echo", "args": {"text": "hello"}},
+        {"id": "mcp-image", "name": "mcp__t__image", "args": {"width": 4, "height": 4}},
     ]
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps(calls))
@@ -172,7 +173,8 @@ def test_run_json_bounds_tool_results_and_leaves_the_model_parts_alone(tmp_path:
     assert HEADLESS_MARKER in results["edge-65537"]["content"]
     for call_id in ("emoji", "controls", "mcp-big"):
         assert HEADLESS_MARKER in results[call_id]["content"], call_id
-    assert "hello" in results["mcp-echo"]["content"]
+    assert results["mcp-echo"]["content"] == "hello"  # its text, not {"text": "hello"}
+    assert re.fullmatch(r"\n?\[image/png image, \d+ bytes\]", results["mcp-image"]["content"])
 
     parts = json.loads(events[-1]["result"])
     outputs = model_outputs(parts)

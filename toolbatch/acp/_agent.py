@@ -42,7 +42,6 @@ import anyio.abc
 import anyio.to_thread
 import structlog
 from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
-from acp.helpers import update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
@@ -62,6 +61,7 @@ from toolbatch._wire import ToolCall, ToolCallResponse, ToolDeclaration, Turn, p
 from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,
+    MessageSeparator,
     PromptBlock,
     SessionUpdate,
     finished_update,
@@ -176,6 +176,7 @@ class _Session:
     updates: MemoryObjectSendStream[_Outgoing] | None = None
     always_allowed: set[str] = field(default_factory=set)
     permission_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    messages: MessageSeparator = field(default_factory=MessageSeparator)
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The MCP servers the editor asked this session to use (``mcpServers`` entries)."""
 
@@ -232,7 +233,7 @@ class _SessionModel:
         if reply is None:
             raise _PromptCancelled("the prompt was cancelled while the model was answering")
         if reply.text:
-            self.session.emit(update_agent_message_text(reply.text))
+            self.session.emit(self.session.messages.chunk(reply.text))
         return reply
 
 
@@ -493,6 +494,7 @@ class AcpAgent:
         assert loop is not None
         abort = anyio.Event()
         session.abort = abort
+        session.messages.new_prompt()
         stop: StopReason = "end_turn"
         failure: ToolbatchError | None = None
         try:

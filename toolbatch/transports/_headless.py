@@ -30,10 +30,12 @@ Events (one JSON object each; ``stream-json`` writes one per line)::
 parts there as a JSON string); the ``text`` format may show people a rendering of it
 instead (``result(text=...)``), which no event ever carries.
 
-``tool_result.content`` is the response's semantic display value: ``display`` when it is a
-non-blank string, else a JSON rendering of a non-null ``display``, else the error message,
-else the model-facing text. It is bounded to ``HEADLESS_TOOL_RESULT_JSON_BYTES`` (65,536
-UTF-8 bytes of ``JSON.stringify``) by ``project_json_string``. That is the only bound: not
+``tool_result.content`` is the response's display text (``display_text``: ``display`` when
+it is a non-blank string, the ``text`` of a display object that has a string ``text``, as
+MCP results do, else a JSON rendering of a non-null ``display``, else the error message,
+else the model-facing text), then one line per media part (``[image/png image, 4,033
+bytes]``). It is bounded to ``HEADLESS_TOOL_RESULT_JSON_BYTES`` (65,536 UTF-8 bytes of
+``JSON.stringify``) by ``project_json_string``. That is the only bound: not
 an event, frame or session limit. Calls and responses are read, never changed, and
 internal state such as ``persisted_output_files`` never reaches the wire.
 
@@ -68,7 +70,15 @@ import structlog
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json
 
-from toolbatch._wire import FunctionResponsePart, TextPart, ToolCall, ToolCallResponse
+from toolbatch._media import base64_decoded_size
+from toolbatch._wire import (
+    FileDataPart,
+    FunctionResponsePart,
+    InlineDataPart,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+)
 from toolbatch.errors import ConfigError
 from toolbatch.transports._json_string import (
     HEADLESS_MARKER,
@@ -80,6 +90,7 @@ __all__ = [
     "DUAL_OUTPUT_PROTOCOL_VERSION",
     "OutputAdapter",
     "OutputFormat",
+    "display_text",
     "dumps_json_line",
     "make_output_adapter",
     "tool_result_content",
@@ -101,17 +112,22 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 Event: TypeAlias = dict[str, Any]
 
 
-def tool_result_content(response: ToolCallResponse) -> str:
-    """The semantic display value of ``response``, unbounded, as headless events carry it.
+def display_text(response: ToolCallResponse) -> str:
+    """What a person is shown of ``response``, unbounded (media aside).
 
-    ``display`` when it is a non-blank string; a JSON rendering of any other non-null
-    ``display``; the error message of a failed response; else the model-facing text
-    (``output`` and ``error`` of function responses and top-level text, one per line).
+    ``display`` when it is a non-blank string; the ``text`` of a display object whose
+    ``text`` is a string (an MCP result's ``{"text", "media", "structuredContent",
+    "isError"}``); a JSON rendering of any other non-null ``display``; the error message of
+    a failed response; else the model-facing text (``output`` and ``error`` of function
+    responses and top-level text, one per line).
     """
     display = response.display
     if isinstance(display, str):
         if display.strip():
             return display
+    elif isinstance(display, dict) and isinstance(text := display.get("text"), str):
+        if text.strip() or not response.error:
+            return text
     elif display is not None:
         return json.dumps(display, ensure_ascii=False)
     if response.error:
@@ -129,6 +145,27 @@ def tool_result_content(response: ToolCallResponse) -> str:
         elif isinstance(part, TextPart):
             texts.append(part.text)
     return "\n".join(texts)
+
+
+def media_lines(response: ToolCallResponse) -> list[str]:
+    """One line per media part of ``response``: ``[image/png image, 4,033 bytes]``."""
+    lines = []
+    for part in response.parts:
+        if isinstance(part, InlineDataPart):
+            data = part.inline_data
+            kind = data.mime_type.split("/", 1)[0]
+            lines.append(f"[{data.mime_type} {kind}, {base64_decoded_size(data.data):,} bytes]")
+        elif isinstance(part, FileDataPart):
+            lines.append(f"[{part.file_data.mime_type} file: {part.file_data.file_uri}]")
+    return lines
+
+
+def tool_result_content(response: ToolCallResponse) -> str:
+    """What headless events show of ``response``, unbounded: its ``display_text``, then a
+    line per media part."""
+    text = display_text(response)
+    media = media_lines(response)
+    return "\n".join([text, *media]) if text else "\n".join(media)
 
 
 def make_output_adapter(
