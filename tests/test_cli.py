@@ -412,6 +412,17 @@ def test_demo_prints_its_account_and_exits_0(tmp_path: Path) -> None:
     for artifact in artifacts:
         assert artifact.name in out
     assert (tmp_path / "build.log").read_text().count("\n") == 3_000
+    # What a call produced is what it wrote (the producer's saved complete output), not the
+    # size of its display window; an MCP result is described by its text, not its JSON.
+    build_bytes = (tmp_path / "build.log").stat().st_size
+    lines = out.split("\n")
+    produced = {
+        lines[index].split("]")[0].strip(" ["): lines[index + 1].split("produced", 1)[1].strip()
+        for index, line in enumerate(lines)
+        if line.startswith("  [t") and "produced" in lines[index + 1]
+    }
+    assert produced["t1-build"].startswith(f"{build_bytes:,} bytes, 3,000 lines, all saved by")
+    assert produced["t1-ticket"].startswith("213 chars, 3 lines: '#101 [open]")
 
 
 @pytest.mark.parametrize("command", ["run", "serve", "acp"])
