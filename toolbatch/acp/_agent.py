@@ -140,7 +140,8 @@ class AcpOptions:
             ``session_id``, artifacts directory and the MCP servers its editor passes.
         auto_approve: run tools that need permission without asking.
         artifacts_dir: where complete tool output is kept, one subdirectory per session
-            (default: a new temporary directory per session).
+            (default: each session's folder of the per-user state directory, named by
+            its session id; see ``toolbatch artifacts``).
         model: ``scripted`` (deterministic, no network) or ``openai`` (``OPENAI_*``).
         transcript_dir: where session transcripts are written, ``<session id>.jsonl``;
             ``session/load`` is offered only when it is set.
