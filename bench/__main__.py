@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._report import Row, format_table, save
+from bench._report import Row, format_table, save, summarize
 from toolbatch import configure_logging
 
 
@@ -45,14 +45,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-    print(format_table(rows))
+    print(format_table(rows, color=sys.stdout.isatty()))
     for path in save(rows, args.out):
         print(f"wrote {path}")
     for failure in failed:
         print(f"benchmark failed: {failure}", file=sys.stderr)
-    missed = [r for r in rows if not r.meets]
-    if missed:
-        print(f"{len(missed)} target(s) not met", file=sys.stderr)
+    print(summarize(rows))  # last, where the eye lands
     return 1 if failed else 0
 
 

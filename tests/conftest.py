@@ -1,4 +1,9 @@
-"""Shared fixtures: structlog to stderr (never stdout), real temp dirs, a small real filesystem."""
+"""Shared fixtures: structlog to stderr (never stdout), real temp dirs, a small real filesystem.
+
+No test writes into the real per-user state directory: ``TOOLBATCH_STATE_DIR`` points at a
+temp dir for the whole run (module-scoped fixtures and subprocesses see it) and at a fresh
+one for each test.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+from toolbatch._artifact_home import STATE_DIR_ENV
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # The library never configures structlog; test runs do, so nothing lands on stdout.
@@ -24,6 +31,27 @@ def pytest_configure(config: pytest.Config) -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The state directory of fixtures wider than one test."""
+    with pytest.MonkeyPatch.context() as patch:
+        state = tmp_path_factory.mktemp("state")
+        patch.setenv(STATE_DIR_ENV, str(state))
+        yield state
+
+
+@pytest.fixture(autouse=True)
+def state_dir(
+    _session_state_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
+    """This test's own per-user state directory (where default artifact sessions go)."""
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv(STATE_DIR_ENV, str(state))
+    return state
 
 
 @pytest.fixture

@@ -80,11 +80,14 @@ def test_run_text_shows_what_the_model_receives_and_dual_output(tmp_path: Path) 
         "budget": 2_000,
     }
     sidecar = tmp_path / "events.jsonl"
+    record = tmp_path / "session.jsonl"
     done = run_toolbatch(
         "run",
         "-",
         "--dual-output",
         str(sidecar),
+        "--record",
+        str(record),
         "--artifacts-dir",
         str(tmp_path / "artifacts"),
         stdin=json.dumps(batch).encode(),
@@ -111,8 +114,18 @@ def test_run_text_shows_what_the_model_receives_and_dual_output(tmp_path: Path) 
     assert [event["type"] for event in middle] == ["system"] + ["assistant"] * 3 + ["user"] * 3 + [
         "result"
     ]
-    assert middle[-1]["result"] == out  # the text rendering is the run's result
-    assert middle[-1]["budget"]["limit_chars"] == 2_000
+    # The sidecar is for programs: its result is the wire parts, as the README promises
+    # (JSON.parse works), never the text rendering shown on stdout.
+    result = middle[-1]
+    assert (result["subtype"], result["is_error"]) == ("success", False)
+    parts = json.loads(result["result"])
+    [recorded] = load_session(record)
+    assert parts == parts_adapter.dump_python(
+        recorded.parts, mode="json", by_alias=True, exclude_none=True
+    )
+    assert [part["functionResponse"]["id"] for part in parts] == ["big", "bad", "nope"]
+    assert "== [1/3]" not in sidecar.read_text(encoding="utf-8")
+    assert result["budget"]["limit_chars"] == 2_000
 
 
 def test_run_json_bounds_tool_results_and_leaves_the_model_parts_alone(tmp_path: Path) -> None:
@@ -127,6 +140,7 @@ def test_run_json_bounds_tool_results_and_leaves_the_model_parts_alone(tmp_path:
         shell("controls", python_print("chr(1) * 20000")),
         {"id": "mcp-big", "name": "mcp__t__big_text", "args": {"n_chars": 200_000}},
         {"id": "mcp-echo", "name": "mcp__t__echo", "args": {"text": "hello"}},
+        {"id": "mcp-image", "name": "mcp__t__image", "args": {"width": 4, "height": 4}},
     ]
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps(calls))
@@ -159,7 +173,8 @@ def test_run_json_bounds_tool_results_and_leaves_the_model_parts_alone(tmp_path:
     assert HEADLESS_MARKER in results["edge-65537"]["content"]
     for call_id in ("emoji", "controls", "mcp-big"):
         assert HEADLESS_MARKER in results[call_id]["content"], call_id
-    assert "hello" in results["mcp-echo"]["content"]
+    assert results["mcp-echo"]["content"] == "hello"  # its text, not {"text": "hello"}
+    assert re.fullmatch(r"\n?\[image/png image, \d+ bytes\]", results["mcp-image"]["content"])
 
     parts = json.loads(events[-1]["result"])
     outputs = model_outputs(parts)
@@ -305,8 +320,9 @@ def test_interrupt_cancels_the_calls_and_still_writes_the_turn(tmp_path: Path) -
     ]
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps(calls))
+    sidecar = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
-        [*TOOLBATCH, "run", "--output-format", "json", str(batch)],
+        [*TOOLBATCH, "run", "--output-format", "json", "--dual-output", str(sidecar), str(batch)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -327,6 +343,12 @@ def test_interrupt_cancels_the_calls_and_still_writes_the_turn(tmp_path: Path) -
     assert "cancelled" in results["long"]["content"]
     assert results["quick"]["content"] == "quick\n[exit code: 0]"
     assert processes_with(f"sleep {marker}") == []
+    # The run did not succeed, and its result event says so (the turn is still there).
+    for result in (events[-1], lines_of(sidecar.read_text(encoding="utf-8"))[-2]):
+        assert result["type"] == "result"
+        assert (result["subtype"], result["is_error"]) == ("error_during_execution", True)
+        assert result["error"]["message"].startswith("interrupted by SIGINT")
+        assert set(model_outputs(json.loads(result["result"]))) == {"long", "quick"}
 
 
 def test_progress_shows_on_a_terminal(tmp_path: Path) -> None:
@@ -390,6 +412,17 @@ def test_demo_prints_its_account_and_exits_0(tmp_path: Path) -> None:
     for artifact in artifacts:
         assert artifact.name in out
     assert (tmp_path / "build.log").read_text().count("\n") == 3_000
+    # What a call produced is what it wrote (the producer's saved complete output), not the
+    # size of its display window; an MCP result is described by its text, not its JSON.
+    build_bytes = (tmp_path / "build.log").stat().st_size
+    lines = out.split("\n")
+    produced = {
+        lines[index].split("]")[0].strip(" ["): lines[index + 1].split("produced", 1)[1].strip()
+        for index, line in enumerate(lines)
+        if line.startswith("  [t") and "produced" in lines[index + 1]
+    }
+    assert produced["t1-build"].startswith(f"{build_bytes:,} bytes, 3,000 lines, all saved by")
+    assert produced["t1-ticket"].startswith("213 chars, 3 lines: '#101 [open]")
 
 
 @pytest.mark.parametrize("command", ["run", "serve", "acp"])

@@ -5,9 +5,10 @@ fresh working directory. The calls are real: shell commands (a build whose outpu
 long, a failing test run, a grep), the demo MCP server (``python -m
 toolbatch._demo_mcp_server``: a ticket and a large log search) and a custom
 ``@toolbatch.tool`` (``file_stats``). The budget is small, so the finalizer has to shorten
-the turns. For every call the account shows what it produced (its display value), what the
-model received (parts and sizes, before and after finalization), and what was persisted
-where and by whom; for every turn the budget used. It then checks that the transcript holds
+the turns. For every call the account shows what it produced (the size of its complete
+output when the producer saved it, else its display text), what the model received (parts
+and sizes, before and after finalization), and what was persisted where and by whom; for
+every turn the budget used. It then checks that the transcript holds
 exactly what the model received and that every turn kept to the budget (exit code 1 if not).
 """
 
@@ -39,6 +40,7 @@ from toolbatch.agent import AgentLoop, ScriptedModel
 from toolbatch.producers import FunctionTool, tool
 from toolbatch.recorder import JsonlRecorder, load_session
 from toolbatch.scheduler import SchedulerConfig, ToolScheduler, default_registry
+from toolbatch.transports import display_text
 
 __all__ = ["DEMO_BUDGET_CHARS", "run_demo"]
 
@@ -133,19 +135,54 @@ def _excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _describe_display(display: JsonValue) -> str:
-    if display is None:
-        return "nothing to display"
-    if isinstance(display, str):
-        lines = [line for line in display.split("\n") if line.strip()]
-        if not lines:
-            return f"{len(display):,} chars of blank text"
-        head, tail = _excerpt(lines[0], 40), _excerpt(lines[-1], 40)
-        if len(lines) == 1:
-            return f"{len(display):,} chars: {head!r}"
-        return f"{len(display):,} chars, {len(lines):,} lines: {head!r} ... {tail!r}"
-    text = json.dumps(display, ensure_ascii=False)
-    return f"JSON, {len(text):,} chars: {_excerpt(text)}"
+def _ends(lines: Sequence[str]) -> str:
+    """An excerpt of the first and the last non-blank line."""
+    shown = [line for line in lines if line.strip()]
+    if not shown:
+        return "(blank)"
+    head, tail = _excerpt(shown[0], 40), _excerpt(shown[-1], 40)
+    return f"{head!r}" if len(shown) == 1 else f"{head!r} ... {tail!r}"
+
+
+def _line_count(data: bytes | str) -> int:
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _describe_output(response: ToolCallResponse) -> str:
+    """What a call produced: its complete output when the producer saved it, else its display.
+
+    The producer's files (``persisted_output_files``) hold everything the tool wrote, so
+    their sizes are the real totals; the display of a long output is only a window of it.
+    """
+    files = response.persisted_output_files or ()
+    if files:
+        data = b"".join(_read(path) for path in files)
+        lines = data.decode("utf-8", "replace").split("\n")
+        return (
+            f"{len(data):,} bytes, {_line_count(data):,} lines, all saved by the producer: "
+            f"{_ends(lines)}"
+        )
+    display = response.display
+    if (
+        display is None
+        or isinstance(display, str)
+        or (isinstance(display, dict) and "text" in display)
+    ):
+        text = display_text(response)
+        if not text:
+            return "nothing to display"
+        return f"{len(text):,} chars, {_line_count(text):,} lines: {_ends(text.split(chr(10)))}"
+    rendered = json.dumps(display, ensure_ascii=False)
+    return f"JSON, {len(rendered):,} chars: {_excerpt(rendered)}"
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _describe_part(part: Part) -> list[str]:
@@ -197,8 +234,7 @@ class _Printer:
         seconds = account.seconds.get(call.id)
         took = f" ({seconds:.1f} s)" if seconds is not None else ""
         self.line(f"  [{call.id}] {_describe_call(call)}{took}")
-        shown = before.display if before is not None else after.display
-        self.line(f"      produced   {_describe_display(shown)}")
+        self.line(f"      produced   {_describe_output(before if before is not None else after)}")
         self.line(f"      model got  {after.status}, {after.content_length:,} chars of text")
         for part in after.parts:
             for described in _describe_part(part):

@@ -1,4 +1,4 @@
-"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve`` and ``acp``.
+"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve``, ``acp`` and ``artifacts``.
 
 ``toolbatch run [BATCH]``
     Runs one batch of tool calls and writes the finalized turn to stdout. ``BATCH`` is a
@@ -14,12 +14,15 @@
       parts as a JSON string (``JSON.parse`` gives the list of wire parts, exactly what the
       model receives and what ``--record`` writes).
     * ``--dual-output PATH`` also writes the ``stream-json`` events to ``PATH`` (protocol
-      version 2); its ``result.result`` is the same value as the main output's.
+      version 2), whatever the main format; its ``result.result`` is the parts JSON too
+      (the text rendering is only ever shown on stdout).
 
     Bad input (an unreadable file, invalid JSON, a wrong shape, a bad flag) prints a message
     naming the value and the fix on stderr and exits 2 with nothing on stdout. A batch that
     ran exits 0 even when calls failed (their failures are information for the model);
-    SIGINT or SIGTERM cancels the running calls, still writes the turn, and exits 130.
+    SIGINT or SIGTERM cancels the running calls, still writes the turn (its ``result``
+    event then says ``"subtype": "error_during_execution", "is_error": true`` and still
+    carries the parts; text output ends with an ``Error:`` line), and exits 130.
 
 ``toolbatch serve``
     JSON-RPC 2.0 over stdio (see ``toolbatch.service``).
@@ -29,6 +32,13 @@
 
 ``toolbatch acp``
     The Agent Client Protocol agent on stdin/stdout (see ``toolbatch.acp``), for editors.
+
+``toolbatch artifacts list | clean [--older-than DURATION | --all]``
+    The artifact sessions of the per-user state directory (where complete output goes
+    when no ``--artifacts-dir`` is given): each session's files, size, last use and whether
+    it is live; ``clean`` removes those unused for ``DURATION`` (``30m``, ``12h``, ``7d``;
+    default 7 days, the age after which a new session removes them anyway), or all with
+    ``--all``. A live session is never removed.
 
 The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config``,
 ``--artifacts-dir``) are defined once here for ``run``, ``serve`` and ``acp``. Budget
@@ -59,6 +69,12 @@ import anyio
 import structlog
 
 import toolbatch
+from toolbatch._artifact_home import (
+    SESSION_MAX_AGE_S,
+    list_sessions,
+    remove_sessions,
+    sessions_dir,
+)
 from toolbatch._wire import (
     FileDataPart,
     FunctionResponsePart,
@@ -182,7 +198,8 @@ def _runtime_options() -> argparse.ArgumentParser:
     options.add_argument(
         "--artifacts-dir",
         metavar="DIR",
-        help="where complete output is kept (default: a new private temp directory)",
+        help="where complete output is kept (default: a folder per session in the per-user "
+        "state directory; see toolbatch artifacts)",
     )
     options.add_argument(
         "--concurrency",
@@ -357,7 +374,42 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append every message the model receives to FILE as JSON lines",
     )
+    artifacts = sub.add_parser(
+        "artifacts",
+        parents=[logging_options],
+        help="list or free the artifact sessions kept in the per-user state directory",
+        description="Complete tool output of runs without --artifacts-dir is kept per session "
+        "in the per-user state directory, for 7 days after the session's last use.",
+    )
+    action = artifacts.add_subparsers(dest="action", metavar="ACTION", required=True)
+    action.add_parser("list", help="each session: files, size, last use, live or not")
+    clean = action.add_parser("clean", help="remove sessions that are not live")
+    which = clean.add_mutually_exclusive_group()
+    which.add_argument(
+        "--older-than",
+        type=_duration,
+        default=SESSION_MAX_AGE_S,
+        metavar="DURATION",
+        help="remove sessions unused for this long: 90s, 30m, 12h, 7d or 2w (default 7d)",
+    )
+    which.add_argument("--all", action="store_true", help="remove every session not live")
     return parser
+
+
+_DURATION_UNITS_S: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _duration(text: str) -> float:
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    try:
+        value = float(number) * _DURATION_UNITS_S[unit]
+    except (KeyError, ValueError):
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"must be a number and a unit (s, m, h, d or w), such as 12h or 7d; got {text!r}"
+        )
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -376,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_serve(args)
         if args.command == "acp":
             return _command_acp(args)
+        if args.command == "artifacts":
+            return _command_artifacts(args, sys.stdout)
         if args.command == "demo":
             from toolbatch._demo import run_demo
 
@@ -661,10 +715,10 @@ async def _run_batch(
             tg.cancel_scope.cancel()
         names = [declaration.name for declaration in backend.declarations()]
     used = turn.content_length
-    if args.output_format == "text":
-        result = render_turn_text(turn, budget=budget)
-    else:
-        result = dumps_json_line(batch_result(turn)["parts"])
+    # Programs (json, stream-json and the sidecar) get the parts; people the rendering.
+    parts = dumps_json_line(batch_result(turn)["parts"])
+    shown = render_turn_text(turn, budget=budget) if args.output_format == "text" else None
+    stopped_by = ", ".join(dict.fromkeys(signal.Signals(signum).name for signum in interrupted))
     with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
         adapter.init(f"run-{uuid.uuid4()}", names)
         for call in calls:
@@ -673,7 +727,12 @@ async def _run_batch(
             adapter.tool_result(call, response)
         adapter.result(
             num_turns=1,
-            result=result,
+            is_error=bool(interrupted),
+            error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
+            if interrupted
+            else None,
+            result=parts,
+            text=shown,
             duration_ms=(time.perf_counter() - started) * 1000,
             budget_chars=budget,
             budget_used_chars=used,
@@ -774,6 +833,50 @@ def _command_acp(args: argparse.Namespace) -> int:
     options = _acp_options(args)
     check_model_settings(options.model)  # a missing variable fails before the editor connects
     anyio.run(serve_acp, options)
+    return EXIT_OK
+
+
+# -- artifacts ---------------------------------------------------------------------------
+
+
+def _human_bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _human_age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit} ago"
+    return "just now"
+
+
+def _command_artifacts(args: argparse.Namespace, out: TextIO) -> int:
+    where = sessions_dir(create=False)
+    if args.action == "list":
+        sessions = list_sessions()
+        now = time.time()
+        out.write(
+            f"{where}: {_plural(len(sessions), 'session')}, "
+            f"{_human_bytes(sum(s.size_bytes for s in sessions))} (a session is removed "
+            f"{SESSION_MAX_AGE_S / 86400:g} days after its last use)\n"
+        )
+        for session in sessions:
+            line = (
+                f"  {session.id:<32} {_plural(session.files, 'file'):>11} "
+                f"{_human_bytes(session.size_bytes):>11}  {_human_age(now - session.last_used):<9}"
+                f"{'  live' if session.live else ''}"
+            )
+            out.write(line.rstrip() + "\n")
+        return EXIT_OK
+    removed, live = remove_sessions(older_than_s=None if args.all else args.older_than)
+    freed = sum(session.size_bytes for session in removed)
+    out.write(f"removed {_plural(len(removed), 'session')} from {where}, {_human_bytes(freed)}")
+    out.write(f"; kept {_plural(len(live), 'live session')}\n" if live else "\n")
     return EXIT_OK
 
 

@@ -95,9 +95,9 @@ async def test_a_prompt_runs_each_command_line_as_one_reported_batch(tmp_path: P
             assert _content_text(end).startswith(output)
             assert end["rawOutput"] == _content_text(end)
         assert "[exit code: 3]" in _content_text(frames.final(ids[1]))
+        # Each reply is its own paragraph: the editor joins chunks, words never run together.
         text = frames.agent_text()
-        assert text.startswith("Running 3 command(s).")
-        assert "3 tool call(s) finished" in text
+        assert text.startswith("Running 3 command(s).\n\n3 tool call(s) finished:\n")
         # The prompt's answer comes after every update about it.
         assert frames.items[-1].message["result"] == {"stopReason": "end_turn"}
 
@@ -303,9 +303,9 @@ async def test_load_session_replays_the_transcript_and_the_session_goes_on(
         assert _content_text(ends[0]).startswith("first-run\n")
         assert ACP_MARKER in _content_text(ends[1])  # the recorded 72 KB output, projected
         assert max(frame.size for frame in second.frames.items) < FRAME_LIMIT_BYTES
-        assert "2 tool call(s) finished" in "".join(
-            u["content"]["text"] for u in replay if u["sessionUpdate"] == "agent_message_chunk"
-        )
+        replayed = [u for u in replay if u["sessionUpdate"] == "agent_message_chunk"]
+        assert replayed[0]["content"]["text"] == "Running 2 command(s)."
+        assert replayed[1]["content"]["text"].startswith("\n\n2 tool call(s) finished:")
 
         assert await second.prompt(session, "$ echo second-run") == "end_turn"
         last = second.frames.tool_calls()[-1]["toolCallId"]

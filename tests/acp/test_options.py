@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,16 @@ import structlog
 from toolbatch.acp import AcpOptions
 from toolbatch.cli import _acp_options, _parser
 from toolbatch.cli import main as cli_main
+
+
+@pytest.fixture(autouse=True)
+def _logging_put_back() -> Iterator[None]:
+    """``main`` configures logging to this test's (captured, then closed) stderr: undo it."""
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
 
 
 def main(argv: list[str]) -> int:

@@ -20,6 +20,9 @@ slow           ``slow(seconds, steps=5)`` sleeps ``seconds`` in ``steps`` steps,
 mixed          ``mixed()`` returns text, a PNG image, an embedded text resource
                (``file:///tmp/report.txt``, text ``"quarterly report body"``) and a resource
                link (``big.log`` at ``file:///tmp/big.log``).
+blob           ``blob()`` returns text and an embedded binary resource: a small PDF
+               (``file:///tmp/report.pdf``, ``application/pdf``, ``%PDF-1.4`` + bytes
+               0..255), base64 in ``blob``.
 structured     ``structured(n)`` returns a model: ``{"files": n, "bytes": 100 * n, "names": [...]}``
                as structured content (with its JSON as text).
 crash          ``crash(exit_code=3)`` writes a line to stderr, then exits the process at once
@@ -44,6 +47,7 @@ otherwise byte-identical to the SDK's: ``model_dump_json(by_alias=True, exclude_
 from __future__ import annotations
 
 import argparse
+import base64
 import io
 import json
 import os
@@ -59,6 +63,7 @@ from mcp.server.mcpserver import Audio, Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.message import SessionMessage
 from mcp_types import (
+    BlobResourceContents,
     EmbeddedResource,
     ResourceLink,
     TextContent,
@@ -177,6 +182,25 @@ def mixed() -> list[TextContent | Image | EmbeddedResource | ResourceLink]:
         ),
         ResourceLink(
             type="resource_link", name="big.log", uri="file:///tmp/big.log", mime_type="text/plain"
+        ),
+    ]
+
+
+PDF_BYTES = b"%PDF-1.4\n" + bytes(range(256))
+
+
+@mcp.tool()
+def blob() -> list[TextContent | EmbeddedResource]:
+    """Return text and an embedded binary resource (a small PDF)."""
+    return [
+        TextContent(type="text", text="the report:"),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri="file:///tmp/report.pdf",
+                mime_type="application/pdf",
+                blob=base64.b64encode(PDF_BYTES).decode(),
+            ),
         ),
     ]
 

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
+import struct
 import threading
+import zlib
+from pathlib import Path
 from typing import Literal
 
 import anyio
 import pytest
 from pydantic import BaseModel
 
-from toolbatch import FunctionResponsePart, TextPart, ToolCall, ToolCallResponse
+from toolbatch import (
+    ArtifactStore,
+    FunctionResponsePart,
+    InlineDataPart,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+)
 from toolbatch.errors import ToolRegistrationError
 from toolbatch.producers import ProducerContext
 from toolbatch.producers._function import FunctionTool, tool
@@ -149,7 +161,6 @@ class Stats(BaseModel):
         pytest.param("plain", "plain", None, id="str"),
         pytest.param({"a": [1, 2]}, '{"a": [1, 2]}', {"a": [1, 2]}, id="dict"),
         pytest.param([1, "x"], '[1, "x"]', [1, "x"], id="list"),
-        pytest.param(b"bytes\xff", "bytes\ufffd", None, id="bytes"),
         pytest.param(
             Stats(files=2, names=["a"]),
             '{"files":2,"names":["a"]}',
@@ -168,6 +179,106 @@ async def test_return_values_are_wrapped(value: object, content: str, display: o
     result = await give.run(ToolCall(id="1", name="give"), _ctx())
     assert result.content == content
     assert result.display == display
+
+
+def png(width: int = 2, height: int = 2) -> bytes:
+    """A real PNG image."""
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        body = tag + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + b"\x80\x40\x20" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def returning(value: object) -> FunctionTool:
+    @tool(name="give")
+    def give() -> object:
+        return value
+
+    return give
+
+
+async def test_returned_bytes_are_persisted_as_a_binary_artifact_never_decoded(
+    tmp_path: Path,
+) -> None:
+    """bytes of no known kind: one .bin artifact holding exactly them, described by size."""
+    data = b"\x89not-a-png\xff\x00" * 1000
+    store = ArtifactStore(tmp_path)
+    call = ToolCall(id="b1", name="give")
+    result = await returning(bytearray(data)).run(call, ProducerContext(store=store))
+    [path] = store.written
+    assert path.suffix == ".bin"
+    assert path.read_bytes() == data
+    assert result.persisted_output_files == (path,)
+    description = f"[binary result: 12,000 bytes, not shown; saved to: {path}]"
+    assert result.content == [TextPart(text=description)]
+    assert result.display == description
+    response = ToolCallResponse.from_result(call, result)
+    assert response.parts[0].function_response.response == {"output": description}  # type: ignore[union-attr]
+    assert "\ufffd" not in response.model_dump_json()
+
+
+async def test_returned_image_bytes_are_persisted_once_and_attached(tmp_path: Path) -> None:
+    """PNG bytes: a .png artifact, a description, and the image inline for the model."""
+    image = png()
+    store = ArtifactStore(tmp_path)
+    result = await returning(image).run(
+        ToolCall(id="i1", name="give"), ProducerContext(store=store)
+    )
+    [path] = store.written
+    assert (path.suffix, path.read_bytes()) == (".png", image)
+    description, attached = result.content
+    assert description == TextPart(
+        text=f"[binary result: {len(image):,} bytes, PNG image, attached below; saved to: {path}]"
+    )
+    assert isinstance(attached, InlineDataPart)
+    assert attached.inline_data.mime_type == "image/png"
+    assert base64.b64decode(attached.inline_data.data) == image
+    assert attached.inline_data.persisted_file == path
+
+
+@pytest.mark.parametrize(
+    ("data", "kind", "suffix"),
+    [
+        pytest.param(b"%PDF-1.7\n" + bytes(range(256)), "PDF document", ".pdf", id="pdf"),
+        pytest.param(gzip.compress(b"log line\n" * 100), "gzip archive", ".gz", id="gzip"),
+        pytest.param(b"\xff\xd8\xff" + b"\x00" * 6_000_000, "JPEG image", ".jpg", id="big-jpeg"),
+    ],
+)
+async def test_known_kinds_are_named_and_only_small_images_are_attached(
+    tmp_path: Path, data: bytes, kind: str, suffix: str
+) -> None:
+    """The magic number names the kind and the suffix; other kinds (and huge images) are
+    described, not attached."""
+    store = ArtifactStore(tmp_path)
+    result = await returning(memoryview(data)).run(
+        ToolCall(id="k", name="give"), ProducerContext(store=store)
+    )
+    [path] = store.written
+    assert (path.suffix, path.read_bytes() == data) == (suffix, True)
+    assert result.content == [
+        TextPart(text=f"[binary result: {len(data):,} bytes, {kind}, not shown; saved to: {path}]")
+    ]
+
+
+async def test_bytes_without_a_store_say_they_were_not_saved() -> None:
+    """No artifact store: the model is told the size and that nothing was kept."""
+    result = await returning(b"\x00\x01").run(ToolCall(id="n", name="give"), _ctx())
+    assert result.content == [
+        TextPart(
+            text="[binary result: 2 bytes, not shown; it was not saved to a file (no artifact "
+            "store is configured)]"
+        )
+    ]
+    assert result.persisted_output_files == ()
 
 
 async def test_returning_parts_keeps_them() -> None:

@@ -21,7 +21,6 @@ from toolbatch.cli import _SchedulerBackend
 from toolbatch.errors import ConfigError
 from toolbatch.producers import ProducerContext
 from toolbatch.service import SERVICE_PROTOCOL_VERSION, parse_batch, serve
-from toolbatch.service._service import _LineSplitter, _Oversized
 
 NODE = shutil.which("node")
 NODE_CLIENT = Path(__file__).with_name("service_client.mjs")
@@ -366,26 +365,6 @@ def test_node_client_drives_a_batch_and_a_cancel(tmp_path: Path) -> None:
     assert summary["cancelled_statuses"] == ["cancelled", "cancelled"]
     assert summary["exit_code"] == 0
     assert processes_with(f"sleep {marker}") == []
-
-
-def test_line_splitter_frames_on_newline_only() -> None:
-    """Lines split on "\\n" only, across chunks; U+2028 and "\\r" stay inside a line."""
-    splitter = _LineSplitter(max_bytes=1_000)
-    sep = "\u2028".encode()
-    lines = splitter.feed(b'{"a":"x' + sep + b'y"}\n{"b"')
-    lines += splitter.feed(b":1}\r\n")
-    lines += splitter.feed(b'{"c":2}')
-    lines += splitter.finish()
-    assert lines == [b'{"a":"x' + sep + b'y"}', b'{"b":1}\r', b'{"c":2}']
-
-
-def test_line_splitter_drops_oversized_lines_and_goes_on() -> None:
-    """A line over the limit becomes one marker; the next line is intact."""
-    splitter = _LineSplitter(max_bytes=10)
-    lines = splitter.feed(b"0123456789abc")
-    lines += splitter.feed(b"def\nshort\n")
-    assert isinstance(lines[0], _Oversized)
-    assert lines[1:] == [b"short"]
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.transports.strategies import js_text, reference_payload_bytes
 from toolbatch.transports import (
     ACP_MARKER,
+    ACP_MEDIA_JSON_BYTES,
     ACP_TOOL_RESULT_JSON_BYTES,
     dumps_json_line,
     project_acp_update,
@@ -49,6 +50,10 @@ def json_bytes(value: Any) -> int:
 
 def texts(value: dict[str, Any]) -> list[str]:
     return [item["content"]["text"] for item in value["content"]]
+
+
+def media(data: str, mime_type: str = "image/png", kind: str = "image") -> dict[str, Any]:
+    return {"type": "content", "content": {"type": kind, "data": data, "mimeType": mime_type}}
 
 
 def test_small_updates_come_back_as_the_same_object() -> None:
@@ -199,6 +204,42 @@ def test_non_canonical_content_is_left_alone(content: Any) -> None:
     """Diffs, terminals, media and blocks with extra keys keep the whole field as is."""
     original = update(content)
     assert project_acp_update(original) is original
+
+
+def test_media_blocks_within_their_cap_are_kept_whole_beside_bounded_text() -> None:
+    """Text is bounded as if alone; images and audio are never cut, and keep their place."""
+    image, sound = media("A" * 2_000_000), media("B" * 1_000_000, "audio/wav", "audio")
+    fits = update([block("caption"), image, sound], raw_output="caption")
+    assert project_acp_update(fits) is fits
+    long = "x" * 200_000
+    projected = project_acp_update(update([block(long), image, block("tail"), sound]))
+    first, kept_image, tail, kept_sound = projected["content"]
+    assert (kept_image, kept_sound) == (image, sound)
+    assert kept_image is image
+    assert tail == block("tail")
+    assert ACP_MARKER in first["content"]["text"]
+    assert json_bytes([first, tail]) <= BUDGET
+
+
+def test_media_over_the_cap_become_notes_in_order() -> None:
+    """The first media that fit stay; the next that does not becomes a one-line note."""
+    three_mib = "A" * (3 * 2**20)
+    one, two = media(three_mib), media(three_mib, "image/jpeg")
+    projected = project_acp_update(update([block("two shots"), one, two], raw_output="two shots"))
+    assert projected["content"][:2] == [block("two shots"), one]
+    assert projected["content"][2] == block(
+        "[image/jpeg image not shown: 2,359,296 bytes, more than the 4 MiB of media one "
+        "update carries]"
+    )
+    assert projected["rawOutput"] == "two shots"
+    assert json_bytes(projected["content"]) <= ACP_MEDIA_JSON_BYTES + BUDGET
+
+
+def test_collapsed_text_leads_the_media() -> None:
+    """Too many text blocks collapse to one marker; the media follow it."""
+    image = media("AAAA")
+    projected = project_acp_update(update([block("x")] * 1_500 + [image]))
+    assert projected["content"] == [block(ACP_MARKER), image]
 
 
 @pytest.mark.parametrize(

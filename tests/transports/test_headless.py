@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -13,13 +14,22 @@ import pytest
 from hypothesis import given, settings
 
 from tests.transports.strategies import NODE, js_text, reference_payload_bytes
-from toolbatch import ToolCall, ToolCallResponse, ToolResult
+from toolbatch import (
+    InlineData,
+    InlineDataPart,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+    ToolFailure,
+    ToolResult,
+)
 from toolbatch.errors import ConfigError
 from toolbatch.transports import (
     DUAL_OUTPUT_PROTOCOL_VERSION,
     HEADLESS_MARKER,
     HEADLESS_TOOL_RESULT_JSON_BYTES,
     OutputFormat,
+    display_text,
     json_string_bytes,
     make_output_adapter,
     tool_result_content,
@@ -165,6 +175,78 @@ def test_text_writes_only_the_final_answer(tmp_path: Path) -> None:
     adapter.result(num_turns=0, is_error=True, error="model unreachable")
     adapter.close()
     assert failed.getvalue() == "Error: model unreachable\n"
+
+
+@pytest.mark.parametrize(
+    ("display", "error", "shown"),
+    [
+        pytest.param("plain", None, "plain", id="string"),
+        pytest.param(
+            {"text": "Echo: hi", "structuredContent": {"a": 1}}, None, "Echo: hi", id="mcp"
+        ),
+        pytest.param(
+            {"text": "", "isError": True}, "server failed", "server failed", id="mcp-error"
+        ),
+        pytest.param({"rows": [1, 2]}, None, '{"rows": [1, 2]}', id="other-object"),
+        pytest.param(None, None, "model text", id="none"),
+    ],
+)
+def test_tool_results_show_the_display_text(display: Any, error: str | None, shown: str) -> None:
+    """An MCP display shows its text, not its JSON; media follow as one line each."""
+    call = shell_call()
+    png = base64.b64encode(b"\x89PNG" + b"\x00" * 4029).decode()  # 4,033 bytes: "==" padded
+    result = ToolResult(
+        content=[
+            TextPart(text="model text"),
+            InlineDataPart(inlineData=InlineData(mimeType="image/png", data=png)),
+        ],
+        display=display,
+        error=None if error is None else ToolFailure(message=error),
+    )
+    response = ToolCallResponse.from_result(call, result)
+    assert display_text(response) == shown
+    assert tool_result_content(response) == f"{shown}\n[image/png image, 4,033 bytes]"
+
+
+def test_a_rendering_for_people_reaches_only_the_text_output(tmp_path: Path) -> None:
+    """result(text=...) is what text shows; json, stream-json and the sidecar carry result."""
+    parts = json.dumps([{"text": "what the model receives"}])
+    outputs: dict[str, str] = {}
+    for output_format in ("text", "json", "stream-json"):
+        main = io.StringIO()
+        sidecar_path = tmp_path / f"{output_format}.jsonl"
+        with sidecar_path.open("w", encoding="utf-8") as sidecar:
+            adapter = make_output_adapter(output_format, main, dual_output=sidecar)
+            adapter.init("s", [])
+            adapter.result(num_turns=1, result=parts, text="== a rendering ==\n")
+            adapter.close()
+        outputs[output_format] = main.getvalue()
+        [result] = [e for e in lines_of(sidecar_path.read_text()) if e["type"] == "result"]
+        assert json.loads(result["result"]) == [{"text": "what the model receives"}]
+        assert "rendering" not in sidecar_path.read_text()
+    assert outputs["text"] == "== a rendering ==\n"
+    assert json.loads(outputs["json"])[-1]["result"] == parts
+    assert lines_of(outputs["stream-json"])[-1]["result"] == parts
+
+
+def test_a_failed_run_can_still_carry_its_result() -> None:
+    """An interrupted run: error_during_execution, is_error, and the result it still made."""
+    stream = io.StringIO()
+    adapter = make_output_adapter("stream-json", stream)
+    adapter.init("s", [])
+    adapter.result(num_turns=1, is_error=True, error="interrupted by SIGINT", result="[]")
+    adapter.close()
+    [*_, result] = lines_of(stream.getvalue())
+    assert result["subtype"] == "error_during_execution"
+    assert result["is_error"] is True
+    assert result["error"] == {"message": "interrupted by SIGINT"}
+    assert result["result"] == "[]"
+    text = io.StringIO()
+    adapter = make_output_adapter("text", text)
+    adapter.init("s", [])
+    adapter.result(num_turns=1, is_error=True, error="interrupted", result="[]", text="turn\n")
+    adapter.close()
+    assert text.getvalue() == "turn\nError: interrupted\n"
 
 
 def test_text_output_is_writable_utf8_whatever_the_answer_holds(tmp_path: Path) -> None:

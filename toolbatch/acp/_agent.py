@@ -43,7 +43,6 @@ import anyio.abc
 import anyio.to_thread
 import structlog
 from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
-from acp.helpers import update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
@@ -63,6 +62,7 @@ from toolbatch._wire import ToolCall, ToolCallResponse, ToolDeclaration, Turn, p
 from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,
+    MessageSeparator,
     PromptBlock,
     SessionUpdate,
     finished_update,
@@ -158,7 +158,8 @@ class AcpOptions:
             ``session_id``, artifacts directory and the MCP servers its editor passes.
         auto_approve: run tools that need permission without asking.
         artifacts_dir: where complete tool output is kept, one subdirectory per session
-            (default: a new temporary directory per session).
+            (default: each session's folder of the per-user state directory, named by
+            its session id; see ``toolbatch artifacts``).
         model: ``scripted`` (deterministic, no network), ``openai`` or
             ``openai-responses`` (``OPENAI_*``), or ``anthropic`` (``ANTHROPIC_*``).
         transcript_dir: where session transcripts are written, ``<session id>.jsonl``;
@@ -195,6 +196,7 @@ class _Session:
     updates: MemoryObjectSendStream[_Outgoing] | None = None
     always_allowed: set[str] = field(default_factory=set)
     permission_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    messages: MessageSeparator = field(default_factory=MessageSeparator)
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The MCP servers the editor asked this session to use (``mcpServers`` entries)."""
 
@@ -251,7 +253,7 @@ class _SessionModel:
         if reply is None:
             raise _PromptCancelled("the prompt was cancelled while the model was answering")
         if reply.text:
-            self.session.emit(update_agent_message_text(reply.text))
+            self.session.emit(self.session.messages.chunk(reply.text))
         return reply
 
 
@@ -498,6 +500,7 @@ class AcpAgent:
         assert loop is not None
         abort = anyio.Event()
         session.abort = abort
+        session.messages.new_prompt()
         stop: StopReason = "end_turn"
         failure: ToolbatchError | None = None
         try:
@@ -507,9 +510,7 @@ class AcpAgent:
                     stop = _STOP_REASONS[outcome.stop_reason]
                     if outcome.hook_reason is not None:
                         session.emit(
-                            update_agent_message_text(
-                                f"\n\nStopped by a hook: {outcome.hook_reason}\n"
-                            )
+                            session.messages.chunk(f"Stopped by a hook: {outcome.hook_reason}")
                         )
                 except _PromptCancelled:
                     stop = "cancelled"
@@ -727,7 +728,7 @@ async def serve_acp(
                 return shared  # one HTTP client serves every session
 
         if transport is None:
-            transport = await AcpStdioTransport.open_stdio()
+            transport = AcpStdioTransport.open_stdio()
         for directory in (options.transcript_dir, options.artifacts_dir):
             if directory is not None:
                 directory.mkdir(parents=True, exist_ok=True)

@@ -9,17 +9,22 @@ wire, three times for emoji. ``AcpStdioTransport`` is a message-level transport 
 compact UTF-8 JSON with lone surrogates escaped, byte for byte what ``JSON.stringify``
 writes. It is also the one place every outgoing message passes, so it applies
 ``project_acp_update`` to each ``session/update`` there: live and replayed updates alike
-leave bounded, whoever built them.
+leave bounded, whoever built them. It reads and writes the raw descriptors as ``toolbatch
+serve`` does (``toolbatch._descriptor_io``), so stdin and stdout may also be regular files
+or ``/dev/null``, which asyncio's pipe transports refuse.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import sys
+from collections import deque
 from typing import Any, Final
 
+import anyio
 import structlog
 
+from toolbatch._descriptor_io import DescriptorIO, LineSplitter, Oversized
 from toolbatch.transports import dumps_json_line, project_acp_update
 
 __all__ = ["MAX_INCOMING_LINE_BYTES", "SESSION_UPDATE", "AcpStdioTransport", "project_message"]
@@ -29,6 +34,8 @@ log = structlog.get_logger("toolbatch.acp")
 SESSION_UPDATE: Final = "session/update"
 MAX_INCOMING_LINE_BYTES: Final = 64 * 2**20
 """A longer incoming line is dropped (logged); ACP's own default limit is 50 MiB."""
+CLOSE_FLUSH_S: Final = 5.0
+"""How long closing waits for a reader to take the messages still queued."""
 
 
 def project_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -51,46 +58,81 @@ def project_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 class AcpStdioTransport:
-    """Newline-delimited JSON-RPC messages over an asyncio reader and writer.
+    """Newline-delimited JSON-RPC messages over an input and an output file descriptor.
 
     Implements the ``acp`` package's message ``Transport`` protocol (``send``,
-    ``receive``, ``close``). Build it with ``await AcpStdioTransport.open_stdio()`` for the
-    process's own stdin and stdout.
+    ``receive``, ``close``). Build it with ``AcpStdioTransport.open_stdio()`` for the
+    process's own stdin and stdout. Each descriptor may be a pipe, a socket, a terminal, a
+    regular file or ``/dev/null``; neither is closed by the transport.
+
+    The end of the input means two things. On a pipe or socket the client has gone: the
+    connection closes at once and prompts still running are cancelled. A regular file is
+    a script of requests read ahead of their answers (``toolbatch acp < requests.jsonl >
+    replies.jsonl``): its end closes the connection only once every request read from it
+    has been answered, or when the agent asks the client something (no answer can come).
+    A message sent after ``close`` is dropped (logged), except a request, which raises
+    ``ConnectionError``.
 
     Args:
-        reader: where messages arrive, one JSON object per line.
-        writer: where messages go.
+        input_fd: where messages arrive, one JSON object per line.
+        output_fd: where messages go.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._closed = False
+    def __init__(self, input_fd: int, output_fd: int) -> None:
+        self._input = DescriptorIO(input_fd)
+        self._output = DescriptorIO(output_fd)
+        self._splitter = LineSplitter(MAX_INCOMING_LINE_BYTES)
+        self._lines: deque[bytes | Oversized] = deque()
+        self._input_done = False
         self._input_ended = False
+        self._read_scope: anyio.CancelScope | None = None
+        self._unsent = bytearray()
+        self._send_lock = anyio.Lock()
+        self._closed = False
+        self._unanswered: set[str] = set()
+        self._asked_client = False
+        self._answered = anyio.Event()
 
     @classmethod
-    async def open_stdio(cls) -> AcpStdioTransport:
-        """A transport over this process's stdin and stdout."""
-        from acp import stdio_streams
-
-        reader, writer = await stdio_streams(limit=MAX_INCOMING_LINE_BYTES)
-        return cls(reader, writer)
+    def open_stdio(cls) -> AcpStdioTransport:
+        """A transport over this process's stdin and stdout (file descriptors 0 and 1)."""
+        return cls(sys.stdin.fileno(), sys.stdout.fileno())
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as one line (``session/update`` projected first)."""
+        is_request = "method" in message and "id" in message
         if self._closed:
-            raise ConnectionError("the ACP transport is closed")
-        line = dumps_json_line(project_message(message)) + "\n"
-        # One write per message: concurrent senders never interleave within a line.
-        self._writer.write(line.encode("utf-8"))
-        await self._writer.drain()
+            if is_request:
+                raise ConnectionError("the ACP transport is closed")
+            log.debug("acp.send_after_close", method=message.get("method"))
+            return
+        if is_request:
+            self._asked_client = True  # a script cannot answer: stop waiting for it
+            self._answered.set()
+        elif "method" not in message and "id" in message:
+            self._unanswered.discard(_id_key(message["id"]))
+            if not self._unanswered:
+                self._answered.set()
+        # Queued whole before anything is written: lines of concurrent senders never
+        # interleave, and a sender cancelled mid-write leaves the rest to the next one.
+        self._unsent += (dumps_json_line(project_message(message)) + "\n").encode("utf-8")
+        await self._write_unsent()
+
+    async def _write_unsent(self) -> None:
+        async with self._send_lock:
+            while self._unsent:
+                written = await self._output.write_some(self._unsent)
+                del self._unsent[:written]
 
     async def receive(self) -> dict[str, Any] | None:
         """The next message, or ``None`` at the end of the input."""
         while True:
-            line = await self._read_line()
+            line = await self._next_line()
             if line is None:
                 return None
+            if isinstance(line, Oversized):
+                log.error("acp.frame_too_large", limit=MAX_INCOMING_LINE_BYTES)
+                continue
             if not line.strip():
                 continue
             try:
@@ -101,29 +143,47 @@ class AcpStdioTransport:
             if not isinstance(message, dict):
                 log.warning("acp.bad_frame", error="not a JSON object", bytes=len(line))
                 continue
+            if "method" in message and "id" in message:
+                self._unanswered.add(_id_key(message["id"]))
             return message
 
-    async def _read_line(self) -> bytes | None:
-        dropped = 0
-        while True:
+    async def _next_line(self) -> bytes | Oversized | None:
+        while not self._lines:
+            if self._input_done or self._input_ended:
+                return None
+            chunk = await self._read()
+            if chunk:
+                self._lines.extend(self._splitter.feed(chunk))
+            else:
+                self._input_done = True
+                if not self._input_ended:
+                    self._lines.extend(self._splitter.finish())
+                if not self._lines and self._input.regular_file:
+                    await self._wait_for_answers()
+        return self._lines.popleft()
+
+    async def _wait_for_answers(self) -> None:
+        """At the end of a script: until its requests are answered (or ``end_input``)."""
+        with anyio.CancelScope() as scope:
+            self._read_scope = scope
             try:
-                line = await self._reader.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                if dropped or not exc.partial:
-                    return None
-                return exc.partial
-            except asyncio.LimitOverrunError as exc:
-                dropped += len(await self._reader.readexactly(exc.consumed))
-                continue
-            if dropped:
-                log.error(
-                    "acp.frame_too_large",
-                    bytes=dropped + len(line),
-                    limit=MAX_INCOMING_LINE_BYTES,
-                )
-                dropped = 0
-                continue
-            return line
+                while self._unanswered and not (self._asked_client or self._input_ended):
+                    self._answered = anyio.Event()
+                    await self._answered.wait()
+            finally:
+                self._read_scope = None
+
+    async def _read(self) -> bytes:
+        """The next chunk of input; ``b""`` at its end, on a read error or on ``end_input``."""
+        with anyio.CancelScope() as scope:
+            self._read_scope = scope
+            try:
+                return await self._input.read()
+            except OSError as exc:  # a broken input is the end of the input
+                log.warning("acp.input_failed", error=str(exc))
+            finally:
+                self._read_scope = None
+        return b""
 
     @property
     def input_ended(self) -> bool:
@@ -133,15 +193,25 @@ class AcpStdioTransport:
     def end_input(self) -> None:
         """Behave as if the input ended: ``receive`` returns ``None`` once read up."""
         self._input_ended = True
-        self._reader.feed_eof()
+        if self._read_scope is not None:
+            self._read_scope.cancel()
 
     async def close(self) -> None:
-        """Stop sending; the output stream is flushed and closed."""
+        """Stop sending; what is queued is written first (for at most ``CLOSE_FLUSH_S``)."""
         if self._closed:
             return
         self._closed = True
-        try:
-            await self._writer.drain()
-        except (ConnectionError, OSError) as exc:
-            log.debug("acp.close_drain_failed", error=str(exc))
-        self._writer.close()
+        with anyio.move_on_after(CLOSE_FLUSH_S) as flush:
+            try:
+                await self._write_unsent()
+            except OSError as exc:
+                log.debug("acp.close_flush_failed", error=str(exc))
+        if flush.cancelled_caught:
+            log.warning("acp.output_abandoned", unsent_bytes=len(self._unsent))
+
+
+def _id_key(request_id: object) -> str:
+    """A JSON-RPC id as a set key (``1`` and ``1.0`` are one id, ``"1"`` another)."""
+    if isinstance(request_id, float) and request_id.is_integer():
+        request_id = int(request_id)
+    return json.dumps(request_id)

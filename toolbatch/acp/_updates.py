@@ -2,11 +2,16 @@
 
 Pure functions, no I/O: each turns a ``ToolCall``, a ``ToolCallResponse`` or a recorded
 transcript entry into the ``acp.schema`` update an editor renders. The display of a
-finished call is the response's semantic display value (``tool_result_content``: the rich
-``display`` when the producer gave one, else the error, else the model-facing text), once
-as a text block in ``content`` and once as the string ``rawOutput``. Nothing here bounds
-that text: the stdio transport applies ``project_acp_update`` to every ``session/update``
-on its way out, live and replayed alike.
+finished call is the response's display text (``display_text``: a string ``display``, the
+``text`` of an MCP result's display, else the error, else the model-facing text), once as
+a text block in ``content`` and once as the string ``rawOutput``; its image and audio
+parts follow in ``content`` as ACP image and audio blocks. Nothing here bounds them: the
+stdio transport applies ``project_acp_update`` to every ``session/update`` on its way out,
+live and replayed alike.
+
+Each model reply is one ``agent_message_chunk``; the editor joins the chunks of a prompt
+into one message, so every reply after the first starts with a blank line
+(``MessageSeparator``), and the words of two replies never run together.
 """
 
 from __future__ import annotations
@@ -15,11 +20,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
-from acp import start_tool_call, text_block, tool_content, update_tool_call
+from acp import (
+    audio_block,
+    image_block,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_tool_call,
+)
 from acp.helpers import update_agent_message_text, update_user_message_text
 from acp.schema import (
     AgentMessageChunk,
     AudioContentBlock,
+    ContentToolCallContent,
     EmbeddedResourceContentBlock,
     ImageContentBlock,
     ResourceContentBlock,
@@ -33,14 +46,16 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from toolbatch._wire import ToolCall, ToolCallResponse
+from toolbatch._wire import InlineDataPart, ToolCall, ToolCallResponse
 from toolbatch.agent import text_of
 from toolbatch.recorder import RecordedTurn
-from toolbatch.transports import tool_result_content
+from toolbatch.transports import display_text
 
 __all__ = [
+    "MESSAGE_SEPARATOR",
     "TITLE_CHARS",
     "CallIds",
+    "MessageSeparator",
     "PromptBlock",
     "SessionUpdate",
     "finished_update",
@@ -56,6 +71,8 @@ __all__ = [
 
 TITLE_CHARS: Final = 120
 """Longest title shown for a call; a longer command is cut with an ellipsis."""
+MESSAGE_SEPARATOR: Final = "\n\n"
+"""Starts every agent message chunk of a prompt after its first."""
 
 _SHELL_TOOL: Final = "run_shell_command"
 
@@ -89,6 +106,27 @@ class CallIds:
             candidate = f"{call_id}~{suffix}"
         self._used.add(candidate)
         return candidate
+
+
+@dataclass(slots=True)
+class MessageSeparator:
+    """Makes each model reply of a prompt its own paragraph in the editor.
+
+    ``chunk(text)`` is the ``agent_message_chunk`` for a reply; ``new_prompt()`` starts
+    over (the user spoke, so the next reply starts a new message).
+    """
+
+    _spoken: bool = False
+
+    def chunk(self, text: str) -> AgentMessageChunk:
+        """The chunk for one reply's ``text``, separated from the reply before it."""
+        shown = MESSAGE_SEPARATOR + text if self._spoken else text
+        self._spoken = True
+        return update_agent_message_text(shown)
+
+    def new_prompt(self) -> None:
+        """The user spoke: the next reply is the first of a new message."""
+        self._spoken = False
 
 
 def tool_kind(name: str) -> ToolKind:
@@ -154,14 +192,31 @@ def _status(response: ToolCallResponse) -> ToolCallStatus:
 
 
 def finished_update(tool_call_id: str, response: ToolCallResponse) -> ToolCallProgress:
-    """``tool_call_update``: the call ended; its display as content and as ``rawOutput``."""
-    display = tool_result_content(response)
+    """``tool_call_update``: the call ended; its display as content and as ``rawOutput``,
+    its image and audio parts as image and audio blocks after the text."""
+    display = display_text(response)
+    media = _media_content(response)
+    content = [tool_content(text_block(display))] if display or not media else []
     return update_tool_call(
         tool_call_id,
         status=_status(response),
-        content=[tool_content(text_block(display))],
+        content=[*content, *media],
         raw_output=display,
     )
+
+
+def _media_content(response: ToolCallResponse) -> list[ContentToolCallContent]:
+    blocks = []
+    for part in response.parts:
+        if not isinstance(part, InlineDataPart):
+            continue
+        data = part.inline_data
+        kind = data.mime_type.split("/", 1)[0]
+        if kind == "image":
+            blocks.append(tool_content(image_block(data.data, data.mime_type)))
+        elif kind == "audio":
+            blocks.append(tool_content(audio_block(data.data, data.mime_type)))
+    return blocks
 
 
 def prompt_text(blocks: Sequence[PromptBlock]) -> str:
@@ -197,15 +252,17 @@ def replay_updates(entries: Sequence[RecordedTurn], ids: CallIds) -> Iterator[Se
     replay shows what the model received).
     """
     waiting: list[tuple[str, str]] = []  # (model call id, ACP id), in the model's order
+    messages = MessageSeparator()
     for entry in entries:
         if entry.type == "message":
             text = text_of(entry.parts)
             if entry.role == "user":
+                messages.new_prompt()
                 if text:
                     yield update_user_message_text(text)
                 continue
             if text:
-                yield update_agent_message_text(text)
+                yield messages.chunk(text)
             for call in entry.tool_calls:
                 tool_call_id = ids.allocate(call.id)
                 waiting.append((call.id, tool_call_id))

@@ -4,10 +4,19 @@ The function's signature becomes a pydantic model that validates the call's argu
 gives the JSON schema the model sees; its docstring becomes the description (a Google-style
 ``Args:`` section also describes each argument). Async functions are awaited; sync functions
 run in a worker thread.
+
+What the function returns becomes the result: ``str`` as is; parts as given; a pydantic
+model or JSON-able value as JSON (and as the display); ``None`` as empty output. ``bytes``
+(``bytearray``, ``memoryview``) are binary, never decoded: they are persisted once as a
+binary artifact and the model is told their size, their kind when the magic number says
+(PNG, JPEG, GIF, WebP, PDF, gzip, zip) and the file's path. An image of at most
+``INLINE_IMAGE_MAX_BYTES`` is also attached as ``inlineData`` (its ``persisted_file`` set),
+so the model sees it, as it sees an MCP server's image; a larger one is only described.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import inspect
 import json
@@ -21,9 +30,11 @@ import anyio.to_thread
 import pydantic
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
+from toolbatch._media import sniff_media
 from toolbatch._wire import (
     FileDataPart,
     FunctionResponsePart,
+    InlineData,
     InlineDataPart,
     Part,
     TextPart,
@@ -32,15 +43,20 @@ from toolbatch._wire import (
 )
 from toolbatch.errors import ToolRegistrationError
 from toolbatch.producers._base import DEFAULT_CALL_TIMEOUT_S, ProducerContext, ToolDeclaration
+from toolbatch.producers._binary import persist_binary
 
 __all__ = [
     "DEFAULT_OUTPUT_THRESHOLD_CHARS",
+    "INLINE_IMAGE_MAX_BYTES",
     "FunctionTool",
     "tool",
 ]
 
 DEFAULT_OUTPUT_THRESHOLD_CHARS: Final = 25_000
 """Output of a generic tool longer than this is persisted and previewed."""
+INLINE_IMAGE_MAX_BYTES: Final = 5_000_000
+"""An image returned as bytes is attached inline up to this size (Anthropic's per-image
+limit, the smallest of the model APIs toolbatch maps); a larger one is only described."""
 
 _NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
 _PART_TYPES: Final = (TextPart, FunctionResponsePart, InlineDataPart, FileDataPart)
@@ -195,6 +211,8 @@ class FunctionTool:
                     f"retry with less work or raise its timeout",
                     type="timeout",
                 )
+        if isinstance(value, bytes | bytearray | memoryview):
+            return await _binary_result(bytes(value), call, context)
         return _to_result(value)
 
 
@@ -269,8 +287,6 @@ def _to_result(value: object) -> ToolResult:
     if isinstance(value, list) and value and all(isinstance(v, _PART_TYPES) for v in value):
         parts: list[Part] = list(value)
         return ToolResult(content=parts)
-    if isinstance(value, bytes | bytearray):
-        return ToolResult(content=bytes(value).decode("utf-8", "replace"))
     if isinstance(value, BaseModel):
         return ToolResult(content=value.model_dump_json(), display=value.model_dump(mode="json"))
     try:
@@ -279,6 +295,28 @@ def _to_result(value: object) -> ToolResult:
     except (ValidationError, TypeError, ValueError):
         return ToolResult(content=str(value))
     return ToolResult(content=text, display=display)
+
+
+async def _binary_result(data: bytes, call: ToolCall, context: ProducerContext) -> ToolResult:
+    """Bytes a tool returned: persisted once, described, and attached when an image."""
+    media = sniff_media(data)
+    saved = await persist_binary(
+        data, call=call, store=context.store, suffix=".bin" if media is None else media.suffix
+    )
+    kind = "" if media is None else f", {media.description}"
+    inline = media is not None and media.is_image and len(data) <= INLINE_IMAGE_MAX_BYTES
+    shown = "attached below" if inline else "not shown"
+    description = f"[binary result: {len(data):,} bytes{kind}, {shown}; {saved.where()}]"
+    content: list[Part] = [TextPart(text=description)]
+    if inline:
+        assert media is not None
+        image = InlineData(
+            mimeType=media.mime_type,
+            data=base64.b64encode(data).decode("ascii"),
+            persisted_file=saved.path if saved.kept_bytes == len(data) else None,
+        )
+        content.append(InlineDataPart(inlineData=image))
+    return ToolResult(content=content, display=description, persisted_output_files=saved.files)
 
 
 @overload

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -30,6 +29,7 @@ import anyio
 import structlog
 from pydantic import ValidationError
 
+from toolbatch._artifact_home import artifact_session
 from toolbatch._wire import (
     BatchObserver,
     Part,
@@ -142,9 +142,9 @@ class SchedulerConfig:
         call_timeout: the ceiling on any one call, in seconds. Producers have shorter
             defaults of their own (shell 120 s unless the call asks for more, MCP 60 s,
             Python tools 120 s) and honour this ceiling.
-        artifacts_dir: where complete output is kept (default: a new private directory
-            under the system temp dir for each scheduler session, left in place afterwards
-            so the model can still read it).
+        artifacts_dir: where complete output is kept (default: this session's folder of
+            the per-user state directory, ``sessions/<session_id>``, kept while the session
+            is open and for 7 days after its last use; see ``toolbatch artifacts``).
         store: an ``ArtifactStore`` to use instead of making one at ``artifacts_dir``.
         mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict or a JSON file path
             (read and checked now); its servers are started on enter and stopped on exit.
@@ -350,7 +350,7 @@ class ToolScheduler:
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
-            self._store = self._make_store()
+            self._store = self._make_store(stack)
             # The shell's sandbox and environment, resolved once for the session.
             self._policy = stack.enter_context(
                 open_process_policy(
@@ -398,12 +398,12 @@ class ToolScheduler:
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
 
-    def _make_store(self) -> ArtifactStore:
+    def _make_store(self, stack: contextlib.AsyncExitStack) -> ArtifactStore:
         if self.config.store is not None:
             return self.config.store
         if self.config.artifacts_dir is not None:
             return ArtifactStore(self.config.artifacts_dir)
-        return ArtifactStore(tempfile.mkdtemp(prefix="toolbatch-artifacts-"))
+        return ArtifactStore(stack.enter_context(artifact_session(self.config.session_id)))
 
     def _check_open(self) -> None:
         if self._stack is None:

@@ -65,9 +65,7 @@ import contextlib
 import json
 import math
 import os
-import select
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -80,6 +78,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from toolbatch._descriptor_io import DescriptorIO, LineSplitter, Oversized
 from toolbatch._wire import Part, ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import budget_from_wire
@@ -124,7 +123,6 @@ SERVICE_DISPLAY_JSON_BYTES: Final = HEADLESS_TOOL_RESULT_JSON_BYTES
 SERVICE_MARKER: Final = "\n[... truncated for the stdio service ...]\n"
 MAX_MESSAGE_BYTES: Final = 64 * 2**20
 """The longest request line accepted; a longer one is discarded and answered with -32600."""
-READ_CHUNK_BYTES: Final = 1 * 2**20
 WRITE_COALESCE_BYTES: Final = 1 * 2**20
 """Queued output lines are joined into writes of up to this many bytes."""
 SHUTDOWN_GRACE_S: Final = 30.0
@@ -319,86 +317,6 @@ def batch_result(turn: Turn) -> dict[str, JsonValue]:
     return result
 
 
-# -- framing ---------------------------------------------------------------------------
-
-
-class _Oversized:
-    """Stands for a line longer than ``MAX_MESSAGE_BYTES`` (its bytes were dropped)."""
-
-
-_OVERSIZED: Final = _Oversized()
-
-
-class _LineSplitter:
-    """Splits chunks into ``"\\n"``-framed lines in linear time; drops oversized lines."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self._max = max_bytes
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._oversized = False
-
-    def feed(self, chunk: bytes) -> list[bytes | _Oversized]:
-        *complete, rest = chunk.split(b"\n")
-        lines: list[bytes | _Oversized] = []
-        for piece in complete:
-            if self._oversized or self._pending_bytes + len(piece) > self._max:
-                lines.append(_OVERSIZED)
-            else:
-                lines.append(b"".join([*self._pending, piece]) if self._pending else piece)
-            self._pending.clear()
-            self._pending_bytes = 0
-            self._oversized = False
-        if not self._oversized:
-            if self._pending_bytes + len(rest) > self._max:
-                self._oversized = True
-                self._pending.clear()
-                self._pending_bytes = 0
-            elif rest:
-                self._pending.append(rest)
-                self._pending_bytes += len(rest)
-        return lines
-
-    def finish(self) -> list[bytes | _Oversized]:
-        if self._oversized:
-            return [_OVERSIZED]
-        return [b"".join(self._pending)] if self._pending else []
-
-
-class _FdIO:
-    """Reads and writes a file descriptor without blocking the event loop.
-
-    Pipes, terminals and sockets wait for readiness first; regular files and devices the
-    event loop cannot watch (``/dev/null``) never block, so they are used directly. The
-    descriptor's blocking mode is left alone: it may be shared with the parent's terminal.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
-
-    async def read(self) -> bytes:
-        if self._pollable:
-            try:
-                await anyio.wait_readable(self.fd)
-            except OSError:  # epoll refuses /dev/null and the like: they never block
-                self._pollable = False
-        return os.read(self.fd, READ_CHUNK_BYTES)
-
-    async def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            if self._pollable:
-                try:
-                    await anyio.wait_writable(self.fd)
-                except OSError:
-                    self._pollable = False
-            # After readiness a pipe takes PIPE_BUF bytes without blocking.
-            size = select.PIPE_BUF if self._pollable else len(view)
-            written = os.write(self.fd, view[:size])
-            view = view[written:]
-
-
 # -- the service -----------------------------------------------------------------------
 
 
@@ -571,7 +489,7 @@ class _Service:
         log.info("service.stopped", shutdown=self._shutdown_requested)
 
     async def _read_loop(self, read: Callable[[], Awaitable[bytes]]) -> None:
-        splitter = _LineSplitter(MAX_MESSAGE_BYTES)
+        splitter = LineSplitter(MAX_MESSAGE_BYTES)
         while not self._shutdown_requested:
             try:
                 chunk = await read()
@@ -589,8 +507,8 @@ class _Service:
 
     # -- dispatch
 
-    def _handle_line(self, line: bytes | _Oversized) -> None:
-        if isinstance(line, _Oversized):
+    def _handle_line(self, line: bytes | Oversized) -> None:
+        if isinstance(line, Oversized):
             self._error(
                 None,
                 INVALID_REQUEST,
@@ -789,8 +707,8 @@ async def serve(
     thread) SIGTERM or SIGINT, once every batch in flight has answered and the answers
     are written. Neither descriptor is closed.
     """
-    reader = _FdIO(input_fd)
-    writer = _FdIO(output_fd)
+    reader = DescriptorIO(input_fd)
+    writer = DescriptorIO(output_fd)
     send, receive = anyio.create_memory_object_stream[str](math.inf)
     service = _Service(backend, send, server_name=server_name, server_version=server_version)
 

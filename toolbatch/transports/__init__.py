@@ -2,13 +2,26 @@
 
 What a transport shows is bounded here, after the model-facing response is final: these
 functions read responses and never change what the model receives or what is recorded.
+
+What a person is shown of a response is ``display_text``: a string ``display`` as is, the
+``text`` of a display object that has one (an MCP result's display is ``{"text", "media",
+"structuredContent", "isError"}``: people see its text, programs reading ``display`` whole
+get the rest), else JSON of the display, the error or the model text. Media are shown from
+the response's ``inlineData`` parts: as image and audio blocks in ACP, as one line each in
+headless output.
 """
 
-from ._acp_projection import ACP_MARKER, ACP_TOOL_RESULT_JSON_BYTES, project_acp_update
+from ._acp_projection import (
+    ACP_MARKER,
+    ACP_MEDIA_JSON_BYTES,
+    ACP_TOOL_RESULT_JSON_BYTES,
+    project_acp_update,
+)
 from ._headless import (
     DUAL_OUTPUT_PROTOCOL_VERSION,
     OutputAdapter,
     OutputFormat,
+    display_text,
     dumps_json_line,
     make_output_adapter,
     tool_result_content,
@@ -22,12 +35,14 @@ from ._json_string import (
 
 __all__ = [
     "ACP_MARKER",
+    "ACP_MEDIA_JSON_BYTES",
     "ACP_TOOL_RESULT_JSON_BYTES",
     "DUAL_OUTPUT_PROTOCOL_VERSION",
     "HEADLESS_MARKER",
     "HEADLESS_TOOL_RESULT_JSON_BYTES",
     "OutputAdapter",
     "OutputFormat",
+    "display_text",
     "dumps_json_line",
     "json_string_bytes",
     "make_output_adapter",

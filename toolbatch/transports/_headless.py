@@ -21,18 +21,27 @@ Events (one JSON object each; ``stream-json`` writes one per line)::
                                            "content": str, "is_error": bool}]}}
     result       {"type": "result", "subtype": "success" | "error_during_execution",
                   "uuid", "session_id", "is_error", "duration_ms", "num_turns",
-                  "result": str (success) | "error": {"message"} (failure),
+                  "result": str (success; also on failure when the run still produced
+                            one, such as the turn of an interrupted run),
+                  "error": {"message"} (failure),
                   "budget": {"limit_chars", "used_chars"} (when given)}
 
-``tool_result.content`` is the response's semantic display value: ``display`` when it is a
-non-blank string, else a JSON rendering of a non-null ``display``, else the error message,
-else the model-facing text. It is bounded to ``HEADLESS_TOOL_RESULT_JSON_BYTES`` (65,536
-UTF-8 bytes of ``JSON.stringify``) by ``project_json_string``. That is the only bound: not
+``result.result`` is the run's answer for programs (``toolbatch run`` puts the model-facing
+parts there as a JSON string); the ``text`` format may show people a rendering of it
+instead (``result(text=...)``), which no event ever carries.
+
+``tool_result.content`` is the response's display text (``display_text``: ``display`` when
+it is a non-blank string, the ``text`` of a display object that has a string ``text``, as
+MCP results do, else a JSON rendering of a non-null ``display``, else the error message,
+else the model-facing text), then one line per media part (``[image/png image, 4,033
+bytes]``). It is bounded to ``HEADLESS_TOOL_RESULT_JSON_BYTES`` (65,536 UTF-8 bytes of
+``JSON.stringify``) by ``project_json_string``. That is the only bound: not
 an event, frame or session limit. Calls and responses are read, never changed, and
 internal state such as ``persisted_output_files`` never reaches the wire.
 
 Formats:
-    ``text``: only the final answer (the ``result`` text, or ``Error: <message>``).
+    ``text``: only the final answer (its rendering for people when one was given, else the
+    ``result`` text), then ``Error: <message>`` when the run failed.
     ``json``: one JSON array of all events, written by ``close()``.
     ``stream-json``: JSON Lines, one event per ``write`` call, flushed as it happens.
     Dual Output (``dual_output=``): the ``stream-json`` events to a sidecar, opened by a
@@ -61,7 +70,15 @@ import structlog
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json
 
-from toolbatch._wire import FunctionResponsePart, TextPart, ToolCall, ToolCallResponse
+from toolbatch._media import base64_decoded_size
+from toolbatch._wire import (
+    FileDataPart,
+    FunctionResponsePart,
+    InlineDataPart,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+)
 from toolbatch.errors import ConfigError
 from toolbatch.transports._json_string import (
     HEADLESS_MARKER,
@@ -73,6 +90,7 @@ __all__ = [
     "DUAL_OUTPUT_PROTOCOL_VERSION",
     "OutputAdapter",
     "OutputFormat",
+    "display_text",
     "dumps_json_line",
     "make_output_adapter",
     "tool_result_content",
@@ -94,17 +112,22 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 Event: TypeAlias = dict[str, Any]
 
 
-def tool_result_content(response: ToolCallResponse) -> str:
-    """The semantic display value of ``response``, unbounded, as headless events carry it.
+def display_text(response: ToolCallResponse) -> str:
+    """What a person is shown of ``response``, unbounded (media aside).
 
-    ``display`` when it is a non-blank string; a JSON rendering of any other non-null
-    ``display``; the error message of a failed response; else the model-facing text
-    (``output`` and ``error`` of function responses and top-level text, one per line).
+    ``display`` when it is a non-blank string; the ``text`` of a display object whose
+    ``text`` is a string (an MCP result's ``{"text", "media", "structuredContent",
+    "isError"}``); a JSON rendering of any other non-null ``display``; the error message of
+    a failed response; else the model-facing text (``output`` and ``error`` of function
+    responses and top-level text, one per line).
     """
     display = response.display
     if isinstance(display, str):
         if display.strip():
             return display
+    elif isinstance(display, dict) and isinstance(text := display.get("text"), str):
+        if text.strip() or not response.error:
+            return text
     elif display is not None:
         return json.dumps(display, ensure_ascii=False)
     if response.error:
@@ -122,6 +145,27 @@ def tool_result_content(response: ToolCallResponse) -> str:
         elif isinstance(part, TextPart):
             texts.append(part.text)
     return "\n".join(texts)
+
+
+def media_lines(response: ToolCallResponse) -> list[str]:
+    """One line per media part of ``response``: ``[image/png image, 4,033 bytes]``."""
+    lines = []
+    for part in response.parts:
+        if isinstance(part, InlineDataPart):
+            data = part.inline_data
+            kind = data.mime_type.split("/", 1)[0]
+            lines.append(f"[{data.mime_type} {kind}, {base64_decoded_size(data.data):,} bytes]")
+        elif isinstance(part, FileDataPart):
+            lines.append(f"[{part.file_data.mime_type} file: {part.file_data.file_uri}]")
+    return lines
+
+
+def tool_result_content(response: ToolCallResponse) -> str:
+    """What headless events show of ``response``, unbounded: its ``display_text``, then a
+    line per media part."""
+    text = display_text(response)
+    media = media_lines(response)
+    return "\n".join([text, *media]) if text else "\n".join(media)
 
 
 def make_output_adapter(
@@ -272,6 +316,7 @@ class OutputAdapter:
         is_error: bool = False,
         error: str | None = None,
         result: str | None = None,
+        text: str | None = None,
         duration_ms: float | None = None,
         budget_chars: int | None = None,
         budget_used_chars: int | None = None,
@@ -280,9 +325,13 @@ class OutputAdapter:
 
         Args:
             num_turns: how many model turns the run took.
-            is_error: whether the run failed.
+            is_error: whether the run failed (``subtype`` ``error_during_execution``).
             error: why it failed (when ``is_error``).
-            result: the final answer; the last assistant message when omitted.
+            result: the final answer every event format carries; when omitted, the last
+                assistant message of a successful run (a failed run then has none).
+            text: what the ``text`` format shows instead of ``result``: a rendering for
+                people. Never written to any event (the JSON formats and the Dual Output
+                sidecar carry ``result``).
             duration_ms: the run's wall time; the time since ``init`` when omitted.
             budget_chars: the aggregate tool-output budget, if one applied.
             budget_used_chars: model-facing tool-output characters sent, if known.
@@ -298,11 +347,13 @@ class OutputAdapter:
         }
         if is_error:
             event["error"] = {"message": error or "unknown error"}
+            if result is not None:
+                event["result"] = result
         else:
             event["result"] = self._last_text if result is None else result
         if budget_chars is not None or budget_used_chars is not None:
             event["budget"] = {"limit_chars": budget_chars, "used_chars": budget_used_chars}
-        self._emit(event)
+        self._emit(event, text=text)
 
     def close(self) -> None:
         """Finish the output (the ``json`` document, the sidecar's ``session_end``); idempotent."""
@@ -329,14 +380,17 @@ class OutputAdapter:
             },
         }
 
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: Event, *, text: str | None = None) -> None:
         if self._closed:
             raise ConfigError(
                 f"the output adapter is closed; cannot emit a {event['type']!r} event "
                 f"after close(): emit every event first"
             )
         for sink in self._sinks:
-            sink.emit(event)
+            if isinstance(sink, _TextSink):
+                sink.emit(event, text=text)
+            else:
+                sink.emit(event)
 
 
 def dumps_json_line(value: JsonValue | Event) -> str:
@@ -371,19 +425,22 @@ def _join_pair(match: re.Match[str]) -> str:
 
 
 class _TextSink:
-    """The final answer only."""
+    """The final answer only (its rendering for people, when given), then any error."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Event, *, text: str | None = None) -> None:
         if event["type"] != "result":
             return
-        text = f"Error: {event['error']['message']}" if event["is_error"] else event["result"]
-        if text:
-            text = _printable(text)
-            self._stream.write(text if text.endswith("\n") else text + "\n")
-            self._stream.flush()
+        shown = [text if text is not None else event.get("result") or ""]
+        if event["is_error"]:
+            shown.append(f"Error: {event['error']['message']}")
+        for piece in shown:
+            if piece:
+                piece = _printable(piece)
+                self._stream.write(piece if piece.endswith("\n") else piece + "\n")
+        self._stream.flush()
 
     def close(self) -> None:
         self._stream.flush()

@@ -12,8 +12,10 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from tests.producers.mcp._support import model_response, run, running
-from toolbatch import InlineDataPart
+from toolbatch import InlineDataPart, ToolCall, ToolCallResponse
+from toolbatch.acp._updates import finished_update
 from toolbatch.producers.mcp import McpServers
+from toolbatch.transports import tool_result_content
 
 # npx fetches the package on first use, which can take a minute on a cold cache.
 START_TIMEOUT_S = 240.0
@@ -77,6 +79,28 @@ def test_the_image_tool_keeps_its_media_untouched(
     output = model_response("i", result)["output"]
     assert "image you requested" in output
     assert image.inline_data.data not in output
+
+
+def test_editors_and_stream_json_show_its_text_and_its_image(
+    portal: BlockingPortal, servers: McpServers
+) -> None:
+    """ACP: the text, then an image block; stream-json: the text, then a line for the image."""
+    call = ToolCall(id="i", name="mcp__everything__get-tiny-image")
+    response = ToolCallResponse.from_result(call, run(portal, servers, call.name))
+    wire = finished_update("i", response).model_dump(mode="json", by_alias=True, exclude_none=True)
+    text, image = wire["content"]
+    assert "image you requested" in text["content"]["text"]
+    assert not text["content"]["text"].startswith("{")
+    assert image["content"]["type"] == "image"
+    assert image["content"]["mimeType"] == "image/png"
+    assert base64.b64decode(image["content"]["data"]).startswith(b"\x89PNG")
+    content = tool_result_content(response)
+    assert content.startswith(text["content"]["text"])
+    size = len(base64.b64decode(image["content"]["data"]))
+    assert content.endswith(f"\n[image/png image, {size:,} bytes]")
+    echo = ToolCall(id="e", name="mcp__everything__echo", args={"message": "hi"})
+    echoed = ToolCallResponse.from_result(echo, run(portal, servers, echo.name, echo.args))
+    assert tool_result_content(echoed) == "Echo: hi"
 
 
 def test_the_long_running_tool_reports_progress(

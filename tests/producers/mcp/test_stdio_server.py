@@ -30,6 +30,7 @@ TOOLS = {
     "fail",
     "slow",
     "mixed",
+    "blob",
     "structured",
     "crash",
     "lone_surrogate",
@@ -137,6 +138,22 @@ def test_mixed_content_keeps_its_order_and_kinds(
     }
     [image] = inline_parts(result)
     assert image.inline_data.mime_type == "image/png"
+
+
+def test_an_embedded_binary_resource_is_saved_and_referenced(
+    portal: BlockingPortal, servers: McpServers, tmp_path: Path
+) -> None:
+    """A blob resource is not dropped: its exact bytes go to a .pdf artifact, the model
+    gets the size and the path."""
+    store = ArtifactStore(tmp_path)
+    result = run(portal, servers, "mcp__t__blob", store=store)
+    [artifact] = store.written
+    assert artifact.suffix == ".pdf"
+    assert artifact.read_bytes() == b"%PDF-1.4\n" + bytes(range(256))
+    assert model_response("mcp__t__blob", result) == {
+        "output": "the report:\n[Resource <file:///tmp/report.pdf> (application/pdf): 265 bytes "
+        f"of binary data, not shown; saved to: {artifact}]"
+    }
 
 
 def test_structured_content_is_kept_for_display(

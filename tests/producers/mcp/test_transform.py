@@ -72,8 +72,8 @@ async def test_media_become_inline_data_untouched_after_the_response() -> None:
     assert result.display == {
         "text": "here",
         "media": [
-            {"type": "image", "mimeType": "image/png", "bytes": len(PNG) * 3 // 4},
-            {"type": "audio", "mimeType": "audio/wav", "bytes": len(wav) * 3 // 4},
+            {"type": "image", "mimeType": "image/png", "bytes": 264},
+            {"type": "audio", "mimeType": "audio/wav", "bytes": 16},  # not 18: "==" padding
         ],
     }
 
@@ -110,9 +110,49 @@ async def test_resources_become_short_descriptions_with_their_text() -> None:
     )
     assert output_of(result) == {
         "output": "[Resource <file:///r.txt> (text/plain)]\nbody\n"
-        "[Resource <file:///b.bin> (application/zip): about 30 bytes of binary data, not shown]\n"
+        "[Resource <file:///b.bin> (application/zip): 30 bytes of binary data, not shown; it "
+        "was not saved to a file (no artifact store is configured)]\n"
         "[Resource link: big.log <file:///big.log> (text/plain, 2,048 bytes)] the full log"
     }
+
+
+def blob(uri: str, data: bytes | str, mime_type: str | None = None) -> types.EmbeddedResource:
+    encoded = data if isinstance(data, str) else base64.b64encode(data).decode()
+    return types.EmbeddedResource(
+        type="resource",
+        resource=types.BlobResourceContents(uri=uri, mime_type=mime_type, blob=encoded),
+    )
+
+
+async def test_binary_resources_are_persisted_as_artifacts_and_referenced(tmp_path: Path) -> None:
+    """Blobs are decoded and written once, named by MIME type or magic number; the model
+    gets their size and path. The text is not thereby persisted: no decision is made."""
+    pdf = b"%PDF-1.4\n" + bytes(range(256)) * 4
+    png = base64.b64decode(PNG)
+    store = ArtifactStore(tmp_path)
+    result = await transform_result(
+        types.CallToolResult(
+            content=[
+                text("two files"),
+                blob("file:///report", pdf, "application/pdf"),
+                blob("file:///shot", png),
+                blob("file:///broken", "not base64!"),
+            ]
+        ),
+        call=CALL,
+        store=store,
+    )
+    saved_pdf, saved_png = store.written
+    assert (saved_pdf.suffix, saved_pdf.read_bytes()) == (".pdf", pdf)
+    assert (saved_png.suffix, saved_png.read_bytes()) == (".png", png)
+    assert output_of(result) == {
+        "output": "two files\n"
+        f"[Resource <file:///report> (application/pdf): 1,033 bytes of binary data, not shown; "
+        f"saved to: {saved_pdf}]\n"
+        f"[Resource <file:///shot>: 264 bytes of binary data, not shown; saved to: {saved_png}]\n"
+        "[Resource <file:///broken>: 7 bytes of bad base64, not kept]"
+    }
+    assert result.persisted_output_files is None
 
 
 async def test_structured_content_is_kept_for_display_and_used_when_there_is_no_text() -> None:

@@ -3,8 +3,11 @@
 * text content becomes the function response's ``output`` (parts joined by newlines);
 * image and audio content become ``inlineData`` parts, which the finalizer never counts or
   changes;
-* an embedded resource becomes a one-line description plus its text when it has some; a
-  resource link becomes a one-line description;
+* an embedded text resource becomes a one-line description plus its text; an embedded
+  binary resource (a base64 ``blob``) is decoded and persisted once as a binary artifact
+  (named by its MIME type or magic number: ``.png``, ``.pdf``, ... else ``.bin``) and
+  described with its size and path, like binary shell output; a resource link becomes a
+  one-line description;
 * ``structuredContent`` is kept for display (and is the output when there is no content);
 * ``isError`` makes an error result whose message is the server's text.
 
@@ -18,19 +21,23 @@ shortened without a file (listed files must hold all the text the model does not
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import anyio.to_thread
 import mcp_types as types
 import structlog
 from pydantic import JsonValue
 
+from toolbatch._media import base64_decoded_size, sniff_media, suffix_for_mime
 from toolbatch._text import safe_prefix
 from toolbatch._wire import InlineData, InlineDataPart, Part, TextPart, ToolCall, ToolResult
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ArtifactError
+from toolbatch.producers._binary import persist_binary
 
 __all__ = [
     "DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS",
@@ -45,6 +52,8 @@ DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS: Final = 500_000
 DEFAULT_PREVIEW_CHARS: Final = 2_000
 """The head of a persisted text part kept in the model response."""
 RESOURCE_TEXT_PREVIEW_CHARS: Final = 200
+INLINE_DECODE_CHARS: Final = 1 * 2**20
+"""Base64 blobs up to this long are decoded on the event loop; longer ones in a thread."""
 
 
 @dataclass(slots=True)
@@ -70,13 +79,32 @@ def _describe_link(block: types.ResourceLink) -> str:
     return text
 
 
-def _describe_resource(block: types.EmbeddedResource) -> str:
+async def _describe_resource(
+    block: types.EmbeddedResource, *, call: ToolCall, store: ArtifactStore | None
+) -> str:
+    """The resource's text for the model (a binary one is saved first)."""
     resource = block.resource
     mime = f" ({resource.mime_type})" if resource.mime_type else ""
     if isinstance(resource, types.TextResourceContents):
         return f"[Resource <{resource.uri}>{mime}]\n{resource.text}"
-    size = len(resource.blob) * 3 // 4
-    return f"[Resource <{resource.uri}>{mime}: about {size:,} bytes of binary data, not shown]"
+    try:
+        data = await _decode_base64(resource.blob)
+    except ValueError:
+        size = base64_decoded_size(resource.blob)
+        return f"[Resource <{resource.uri}>{mime}: {size:,} bytes of bad base64, not kept]"
+    sniffed = sniff_media(data)
+    suffix = suffix_for_mime(resource.mime_type)
+    if suffix == ".bin" and sniffed is not None:
+        suffix = sniffed.suffix
+    saved = await persist_binary(data, call=call, store=store, suffix=suffix)
+    text = f"[Resource <{resource.uri}>{mime}: {len(data):,} bytes of binary data, not shown; "
+    return f"{text}{saved.where()}]"
+
+
+async def _decode_base64(blob: str) -> bytes:
+    if len(blob) <= INLINE_DECODE_CHARS:
+        return base64.b64decode(blob, validate=False)
+    return await anyio.to_thread.run_sync(base64.b64decode, blob)
 
 
 def _preview(text: str, preview_chars: int) -> str:
@@ -165,11 +193,10 @@ async def transform_result(
             texts.append(block.text)
         elif isinstance(block, types.ImageContent | types.AudioContent):
             media.append(_media_part(block))
-            display_media.append(
-                {"type": block.type, "mimeType": block.mime_type, "bytes": len(block.data) * 3 // 4}
-            )
+            size = base64_decoded_size(block.data)
+            display_media.append({"type": block.type, "mimeType": block.mime_type, "bytes": size})
         elif isinstance(block, types.EmbeddedResource):
-            texts.append(_describe_resource(block))
+            texts.append(await _describe_resource(block, call=call, store=store))
         elif isinstance(block, types.ResourceLink):
             texts.append(_describe_link(block))
         else:  # a content type newer than this client
