@@ -48,6 +48,7 @@ __all__ = [
     "function_response_text_length",
     "model_text_length",
     "parts_adapter",
+    "replace_fields",
 ]
 
 _PART_CONFIG: Final = ConfigDict(
@@ -359,7 +360,7 @@ class ToolCallResponse(BaseModel):
         update: dict[str, Any] = {"parts": parts}
         if persisted_output_files != "keep":
             update["persisted_output_files"] = persisted_output_files
-        return self.model_copy(update=update)
+        return replace_fields(self, **update)
 
     @classmethod
     def from_result(
@@ -443,10 +444,27 @@ def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     """
     instance = cls.__new__(cls)
     _set_attribute(instance, "__dict__", values)
-    _set_attribute(instance, "__pydantic_fields_set__", set(values))
+    # Every field is given, so every instance of a class has the same fields set: share
+    # one set (pydantic copies it before any update, and frozen models never change it).
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
+    _set_attribute(instance, "__pydantic_fields_set__", fields_set)
     _set_attribute(instance, "__pydantic_extra__", None)
     _set_attribute(instance, "__pydantic_private__", None)
     return instance
+
+
+_FIELDS_SET: Final[dict[type[BaseModel], set[str]]] = {}
+
+
+def replace_fields(model: _M, **changes: Any) -> _M:
+    """A copy of ``model`` with ``changes``, unvalidated: for values toolbatch itself made.
+
+    What ``model_copy(update=...)`` does, without its per-field deep work (the finalizer
+    copies thousands of parts per batch). Never use it on user input: validate that.
+    """
+    return _trusted(type(model), {**model.__dict__, **changes})
 
 
 def function_response_part(

@@ -26,7 +26,14 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from toolbatch._wire import FunctionResponsePart, InlineDataPart, Part, TextPart, ToolCallResponse
+from toolbatch._wire import (
+    FunctionResponsePart,
+    InlineDataPart,
+    Part,
+    TextPart,
+    ToolCallResponse,
+    replace_fields,
+)
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
 from toolbatch.finalize._budget import effective_budget
@@ -245,8 +252,9 @@ def _attach(parts: list[Part], text: str) -> None:
         if isinstance(output, str):
             joined = f"{output}\n{text}" if output else text
             update = {"response": {**body, "output": joined}}
-            parts[-1] = previous.model_copy(
-                update={"function_response": previous.function_response.model_copy(update=update)}
+            parts[-1] = replace_fields(
+                previous,
+                function_response=replace_fields(previous.function_response, **update),
             )
             return
     parts.append(TextPart(text=text))
@@ -265,12 +273,13 @@ def _reference(mime: str, verdict: MediaVerdict, path: Path | None, max_bytes: i
 async def _check_media(
     responses: list[ToolCallResponse], writer: _Writer, max_bytes: int
 ) -> list[ToolCallResponse]:
-    pending = [
-        owner
-        for owner, response in enumerate(responses)
-        if not _media_checked(response)
-        and any(isinstance(part, InlineDataPart) for part in response.parts)
-    ]
+    pending = []
+    for owner, response in enumerate(responses):
+        for part in response.parts:
+            if type(part) is InlineDataPart:
+                if not _media_checked(response):
+                    pending.append(owner)
+                break
     if not pending:
         return responses
     verdicts: dict[tuple[int, int], MediaVerdict] = {}
@@ -330,12 +339,11 @@ async def _check_media(
             continue  # real media, not saved (no store): nothing to change or remember
         state = response.finalize_state
         fitted = state.fitted if isinstance(state, FinalizeState) else ()
-        checked[owner] = response.model_copy(
-            update={
-                "parts": parts,
-                "persisted_output_files": files,
-                "finalize_state": FinalizeState(fitted, media_checked=True),
-            }
+        checked[owner] = replace_fields(
+            response,
+            parts=parts,
+            persisted_output_files=files,
+            finalize_state=FinalizeState(fitted, media_checked=True),
         )
         changed = True
     (log.info if len(written) or len(counts) > 1 or "media" not in counts else log.debug)(
@@ -409,7 +417,7 @@ async def _fit_budget(
         }
         if owner in decided_now:
             update["persisted_output_files"] = decided_now[owner]
-        finalized[owner] = response.model_copy(update=update)
+        finalized[owner] = replace_fields(response, **update)
     log.info(
         "finalize.reduced",
         responses=len(same),

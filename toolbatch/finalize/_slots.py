@@ -24,6 +24,7 @@ from toolbatch._wire import (
     TextPart,
     compact_json,
     model_text_length,
+    replace_fields,
 )
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._fit import Excerpt, fit_excerpt
@@ -231,7 +232,7 @@ def rebuild_parts(parts: Sequence[Part], fits: Iterable[tuple[Slot, FittedSlot]]
         part = rebuilt[index]
         if isinstance(part, TextPart):
             [(_, fitted)] = edits
-            rebuilt[index] = part.model_copy(update={"text": fitted.text})
+            rebuilt[index] = replace_fields(part, text=fitted.text)
         elif isinstance(part, FunctionResponsePart):
             function_response = part.function_response
             response = dict(function_response.response)
@@ -239,10 +240,8 @@ def rebuild_parts(parts: Sequence[Part], fits: Iterable[tuple[Slot, FittedSlot]]
                 if slot.field == "output" and slot.folded:
                     response = {k: v for k, v in response.items() if k in RESPONSE_TEXT_KEYS}
                 response[slot.field] = fitted.text
-            rebuilt[index] = part.model_copy(
-                update={
-                    "function_response": function_response.model_copy(update={"response": response})
-                }
+            rebuilt[index] = replace_fields(
+                part, function_response=replace_fields(function_response, response=response)
             )
     return rebuilt
 
@@ -255,8 +254,10 @@ def merge_state(
     ``slots`` are the response's slots as collected (their ``fitted`` already checked
     against the current text); ``fits`` are the fits made in this pass.
     """
+    earlier = [slot.fitted for slot in slots if slot.fitted is not None]
+    if not earlier:
+        return FinalizeState(tuple(fits), media_checked)  # fits come in slot order
     new = {(fitted.part, fitted.field): fitted for fitted in fits}
-    for slot in slots:
-        if slot.fitted is not None:
-            new.setdefault((slot.part, slot.field), slot.fitted)
+    for fitted in earlier:
+        new.setdefault((fitted.part, fitted.field), fitted)
     return FinalizeState(tuple(new[key] for key in sorted(new)), media_checked)
