@@ -63,7 +63,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TextIO, get_args
+from typing import BinaryIO, Final, TextIO, get_args
 
 import anyio
 import structlog
@@ -75,6 +75,7 @@ from toolbatch._artifact_home import (
     remove_sessions,
     sessions_dir,
 )
+from toolbatch._json_limits import JsonTooDeep
 from toolbatch._wire import (
     FileDataPart,
     FunctionResponsePart,
@@ -99,6 +100,7 @@ from toolbatch.scheduler import (
     default_registry,
 )
 from toolbatch.service import (
+    MAX_MESSAGE_BYTES,
     BatchRunParams,
     CallObserver,
     batch_result,
@@ -120,6 +122,9 @@ EXIT_BROKEN_PIPE: Final = 141
 """128 + SIGPIPE, what a shell reports for a command whose reader went away."""
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
+MAX_BATCH_BYTES: Final = MAX_MESSAGE_BYTES
+"""The largest batch ``run`` reads (64 MiB, a ``serve`` request's limit); its nesting is
+limited like every input's (``toolbatch._json_limits.MAX_JSON_DEPTH``, 128 levels)."""
 STATUS_LINE_MIN_INTERVAL_S: Final = 0.1
 """The terminal status line is redrawn at most this often (progress can be chatty)."""
 
@@ -615,6 +620,17 @@ def _status_for(stream: TextIO) -> _TerminalStatus | None:
 # -- run ---------------------------------------------------------------------------------
 
 
+def _read_limited(stream: BinaryIO, where: str) -> bytes:
+    """At most ``MAX_BATCH_BYTES`` of ``stream`` (``/dev/zero`` included), else a usage error."""
+    data = stream.read(MAX_BATCH_BYTES + 1)
+    if len(data) > MAX_BATCH_BYTES:
+        raise _UsageError(
+            f"the batch in {where} is larger than {MAX_BATCH_BYTES:,} bytes (the limit of one "
+            f"batch, as for a toolbatch serve request); split it into several batches"
+        )
+    return data
+
+
 def _read_batch(source: str) -> BatchRunParams:
     if source == "-":
         if sys.stdin is None or sys.stdin.isatty():
@@ -622,17 +638,18 @@ def _read_batch(source: str) -> BatchRunParams:
                 "no batch given and stdin is a terminal; pass a batch file "
                 "(toolbatch run batch.json) or pipe JSON in (... | toolbatch run -)"
             )
-        data = sys.stdin.buffer.read()
         where = "stdin"
+        data = _read_limited(sys.stdin.buffer, where)
     else:
+        where = repr(source)
         try:
-            data = Path(source).read_bytes()
+            with open(source, "rb") as stream:
+                data = _read_limited(stream, where)
         except OSError as exc:
             raise _UsageError(
                 f"cannot read the batch file {source!r}: {exc.strerror or exc}; pass a "
                 f"readable JSON file, or - to read stdin"
             ) from None
-        where = repr(source)
     if not data.strip():
         raise _UsageError(
             f"the batch in {where} is empty; give a JSON list of calls or "
@@ -640,6 +657,8 @@ def _read_batch(source: str) -> BatchRunParams:
         )
     try:
         document = loads_json(data)
+    except JsonTooDeep as exc:
+        raise _UsageError(f"the batch in {where} is refused: {exc}") from None
     except ValueError as exc:
         raise _UsageError(
             f"the batch in {where} is not valid JSON: {exc}; give a JSON list of calls or "

@@ -51,8 +51,11 @@ process left behind. ``batch/cancel`` and ``shutdown`` may also be sent as notif
 with an error: a bad one is logged and dropped.
 
 Errors: ``-32700`` a line that is not JSON, ``-32600`` a message that is not a request
-(including JSON-RPC batch arrays, which are not supported) or a ``batch/run`` id already in
-flight, ``-32601`` an unknown method, ``-32602`` bad params, ``-32603`` an internal error.
+(including JSON-RPC batch arrays, which are not supported), a ``batch/run`` id already in
+flight, a line longer than ``MAX_MESSAGE_BYTES`` (64 MiB; answered with id ``null``) or
+nested deeper than ``MAX_JSON_DEPTH`` (128 levels, ``toolbatch._json_limits``; answered under
+the request's id when it can be read without parsing, else ``null``), ``-32601`` an
+unknown method, ``-32602`` bad params, ``-32603`` an internal error.
 Each message names the problem and the fix. The service never dies of bad input.
 
 End of input: when stdin closes, batches in flight run to the end and answer, then the
@@ -79,6 +82,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from toolbatch._descriptor_io import DescriptorIO, LineSplitter, Oversized
+from toolbatch._json_limits import (
+    ABSENT,
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    check_json_depth,
+    top_level_member,
+)
 from toolbatch._wire import Part, ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import budget_from_wire
@@ -216,12 +226,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
 
 
-def loads_json(data: bytes | str) -> Any:
-    """Parse one JSON document strictly (UTF-8; no NaN or Infinity).
+def loads_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse one JSON document strictly (UTF-8; no NaN or Infinity; at most ``max_depth``
+    levels of arrays and objects, checked before parsing).
 
     Raises:
+        JsonTooDeep: the document nests deeper than ``max_depth`` (a ``ValueError``).
         ValueError: the text is not JSON; the message says where.
     """
+    check_json_depth(data, max_depth)
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -520,6 +533,12 @@ class _Service:
             return
         try:
             message = loads_json(line)
+        except JsonTooDeep as exc:
+            # Answered under the request's own id when it can be read without parsing.
+            found = top_level_member(line, "id")
+            answer_id = found if found is not ABSENT and _valid_id(found) else None
+            self._error(answer_id, INVALID_REQUEST, f"request refused: {exc}")
+            return
         except ValueError as exc:
             self._error(None, PARSE_ERROR, f"parse error: {exc}; send one JSON-RPC object per line")
             return
