@@ -18,9 +18,7 @@ DEEP = b"[" * 1_000 + b"]" * 1_000
     ("line", "answer_id"),
     [
         pytest.param(
-            b'{"jsonrpc":"2.0","id":"deep","method":"batch/run","params":{"calls":'
-            + DEEP
-            + b"}}",
+            b'{"jsonrpc":"2.0","id":"deep","method":"batch/run","params":{"calls":' + DEEP + b"}}",
             "deep",
             id="request-with-id",
         ),
