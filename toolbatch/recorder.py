@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,7 +270,8 @@ class JsonlRecorder:
         except OSError as exc:
             raise self._append_error(exc) from exc
         try:
-            start = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            start = info.st_size
             try:
                 view = memoryview(line)
                 while view:
@@ -277,6 +279,8 @@ class JsonlRecorder:
                 os.fsync(fd)
             except OSError as exc:
                 error = self._append_error(exc)
+                if not stat.S_ISREG(info.st_mode):
+                    raise error from exc  # a device or a pipe: nothing kept to cut back
                 try:
                     os.ftruncate(fd, start)
                     os.fsync(fd)
@@ -286,7 +290,7 @@ class JsonlRecorder:
                     )
                     self._torn = True
                     raise error from exc
-                log.warning("recorder.append_undone", path=str(self.path), error=str(exc))
+                log.info("recorder.append_undone", path=str(self.path), error=str(exc))
                 raise error from exc
         finally:
             os.close(fd)
