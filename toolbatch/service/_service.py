@@ -60,6 +60,18 @@ Each message names the problem and the fix. The service never dies of bad input.
 
 End of input: when stdin closes, batches in flight run to the end and answer, then the
 service exits. SIGTERM and SIGINT cancel them (they still answer), then it exits.
+
+Backpressure and memory. Output is queued for one writer task; while more than
+``OUTPUT_HIGH_WATER_BYTES`` (8 MiB) wait to be written (the client stopped reading its
+stdout), the service reads no new request, so a client that stalls gets its own writes
+blocked instead of the service buffering without limit. Meanwhile progress reports that
+carry a ``message`` are dropped (a newer one follows); the ``queued``, ``running`` and
+final status notifications never are, so memory is bounded by the batches already in
+flight. A ``batch/run`` answer is not built whole: it is serialized ``STREAM_SLICE``
+(1,000) responses at a time as the writer reaches it, and what was written is released; a
+running batch keeps only its calls, not its parsed request. Input limits: a line of at
+most ``MAX_MESSAGE_BYTES`` (64 MiB) nested at most ``MAX_JSON_DEPTH`` (128) levels; either
+excess is a ``-32600`` for that line only.
 """
 
 from __future__ import annotations
