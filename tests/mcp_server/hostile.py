@@ -11,12 +11,14 @@ flood_sse   answers with one SSE event that never ends: ``data: xxxx...`` withou
             newline, until the client hangs up (or 8 GiB / 60 s, so it always stops).
 flood_json  answers with an ``application/json`` body that never ends, likewise.
 deep        answers with a result whose ``structuredContent`` is nested 5,000 deep.
+fake_image  answers with 2.4 MB of text labelled ``image/png`` (issue 14, item 6).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import sys
 import time
@@ -40,6 +42,11 @@ TOOLS: Final = [
     },
     {"name": "flood_json", "description": "An endless body.", "inputSchema": {"type": "object"}},
     {"name": "deep", "description": "Deeply nested JSON.", "inputSchema": {"type": "object"}},
+    {
+        "name": "fake_image",
+        "description": "Text labelled a PNG.",
+        "inputSchema": {"type": "object"},
+    },
 ]
 
 
@@ -91,6 +98,10 @@ def _reply(message: dict[str, Any]) -> bytes:
             '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":{"content":[],'
             '"structuredContent":{"a":' + nested + "}}}"
         ).encode()
+    if method == "tools/call" and params.get("name") == "fake_image":
+        data = base64.b64encode(b"this is text, not a PNG\n" * 100_000).decode()
+        image = {"type": "image", "mimeType": "image/png", "data": data}
+        return _answer(request_id, {"content": [image]})
     if method == "tools/call":
         text = str((params.get("arguments") or {}).get("text", ""))
         return _answer(request_id, {"content": [{"type": "text", "text": text}]})

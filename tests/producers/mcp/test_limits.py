@@ -14,6 +14,14 @@ from anyio.from_thread import BlockingPortal
 
 from tests.producers.mcp._support import free_port, model_response, run, running
 from tests.producers.mcp.test_http_server import HttpServer
+from toolbatch import (
+    InlineDataPart,
+    Registry,
+    SchedulerConfig,
+    ToolCall,
+    ToolScheduler,
+    parts_adapter,
+)
 from toolbatch.producers.mcp import McpServers
 
 HOSTILE = Path(__file__).resolve().parents[2] / "mcp_server" / "hostile.py"
@@ -82,3 +90,19 @@ def test_a_deeply_nested_answer_is_an_error_for_that_call(
     assert "nested" in deep.error.message or "recursion" in deep.error.message
     after = run(portal, servers, f"mcp__{server}__echo", {"text": "fine"}, timeout_s=30)
     assert model_response("e", after) == {"output": "fine"}
+
+
+async def test_text_an_mcp_server_labels_as_an_image_is_bounded_as_text(tmp_path: Path) -> None:
+    """Issue 14, item 6: 2.4 MB of text labelled image/png under a budget of 1,000."""
+    document = {
+        "mcpServers": {"pipe": {"command": sys.executable, "args": [str(HOSTILE), "--stdio"]}}
+    }
+    config = SchedulerConfig(
+        artifacts_dir=tmp_path / "artifacts", mcp_servers=document, batch_budget=1_000
+    )
+    async with ToolScheduler(Registry(), config) as scheduler:
+        turn = await scheduler.run_batch([ToolCall(id="m", name="mcp__pipe__fake_image")])
+    assert not any(isinstance(part, InlineDataPart) for part in turn.parts)
+    assert turn.content_length <= 1_000
+    sent = parts_adapter.dump_json(list(turn.parts), by_alias=True)
+    assert len(sent) < 4_000
