@@ -24,6 +24,7 @@ PACKAGES = [
     "toolbatch.agent",
     "toolbatch.acp",
     "toolbatch.testing",
+    "toolbatch.telemetry",
 ]
 
 CONTRACT = {

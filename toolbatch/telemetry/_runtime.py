@@ -1,0 +1,268 @@
+"""Whether telemetry is on, and the OpenTelemetry objects it uses when it is.
+
+Everything here is cheap when telemetry is off. OpenTelemetry is imported lazily, and only
+once something in the process already uses it: an SDK can only be configured by code that
+imported ``opentelemetry.trace`` or ``opentelemetry.metrics`` first (or by the
+``OTEL_PYTHON_TRACER_PROVIDER`` / ``OTEL_PYTHON_METER_PROVIDER`` variables the API reads
+itself), so a process that never did has no SDK and toolbatch does not pay the import.
+With the API installed but no SDK set, the global providers are the API's proxies and
+toolbatch does nothing either, unless a valid span is current (a context someone
+extracted): then that context is still propagated to child processes, as the API's no-op
+tracer would.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Final
+
+from toolbatch.errors import ConfigError
+from toolbatch.telemetry._names import (
+    CAPTURE_CONTENT_ENV,
+    CAPTURE_CONTENT_ON,
+    HOOK_DURATION_BUCKETS_S,
+    MCP_DURATION_BUCKETS_S,
+    METRIC_ARTIFACT_BYTES,
+    METRIC_ARTIFACT_FAILURES,
+    METRIC_ARTIFACTS,
+    METRIC_HOOK_DURATION,
+    METRIC_MCP_DURATION,
+    METRIC_OUTPUT_PRODUCED,
+    METRIC_OUTPUT_SENT,
+    METRIC_TOOL_DURATION,
+    TOOL_DURATION_BUCKETS_S,
+)
+
+__all__ = ["SETTINGS", "Instruments", "Otel", "active", "bound", "configure"]
+
+INSTRUMENTATION_NAME: Final = "toolbatch"
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("toolbatch")
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree
+        return "0"
+
+
+INSTRUMENTATION_VERSION: Final = _version()
+
+_USED_WHEN_LOADED: Final = ("opentelemetry.trace", "opentelemetry.metrics")
+_PROVIDER_VARIABLES: Final = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+_NO_SDK_METER_PROVIDERS: Final = frozenset({"_ProxyMeterProvider", "NoOpMeterProvider"})
+
+
+@dataclass(slots=True)
+class _Settings:
+    enabled: bool = True
+    tracer_provider: Any = None
+    meter_provider: Any = None
+    capture_content: bool | None = None
+
+
+SETTINGS: Final = _Settings()
+
+
+def configure(
+    *,
+    enabled: bool = True,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+    capture_content: bool | None = None,
+) -> None:
+    """Set how toolbatch emits telemetry; every call sets all four (omitted: the default).
+
+    Args:
+        enabled: ``False`` turns everything off: no spans, no metrics, no trace context for
+            child processes, whatever SDK is configured.
+        tracer_provider: the ``TracerProvider`` toolbatch's spans go to (default: the global
+            one, ``opentelemetry.trace.get_tracer_provider()``).
+        meter_provider: the ``MeterProvider`` its metrics go to (default: the global one).
+        capture_content: put tool arguments and results on the spans
+            (``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result``). ``None`` (the
+            default) reads ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: ``true``,
+            ``SPAN_ONLY`` or ``SPAN_AND_EVENT`` turn it on; anything else leaves it off.
+    """
+    for option, value in (("enabled", enabled), ("capture_content", capture_content)):
+        if not isinstance(value, bool) and not (option == "capture_content" and value is None):
+            raise ConfigError(f"{option} must be True or False, got {value!r}")
+    SETTINGS.enabled = enabled
+    SETTINGS.tracer_provider = tracer_provider
+    SETTINGS.meter_provider = meter_provider
+    SETTINGS.capture_content = capture_content
+    if _BINDING.otel is not None:
+        _BINDING.otel.tracers.clear()
+        _BINDING.otel.instruments.clear()
+
+
+def capture_content() -> bool:
+    """Whether tool arguments and results go on spans (see :func:`configure`)."""
+    if SETTINGS.capture_content is not None:
+        return SETTINGS.capture_content
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in CAPTURE_CONTENT_ON
+
+
+class Instruments:
+    """toolbatch's metric instruments on one meter (see ``_names`` for what each counts)."""
+
+    __slots__ = (
+        "artifact_bytes",
+        "artifact_failures",
+        "artifacts",
+        "hook_duration",
+        "mcp_duration",
+        "output_produced",
+        "output_sent",
+        "tool_duration",
+    )
+
+    def __init__(self, meter: Any) -> None:
+        self.tool_duration = meter.create_histogram(
+            METRIC_TOOL_DURATION,
+            unit="s",
+            description="The duration of a single tool execution.",
+            explicit_bucket_boundaries_advisory=list(TOOL_DURATION_BUCKETS_S),
+        )
+        self.mcp_duration = meter.create_histogram(
+            METRIC_MCP_DURATION,
+            unit="s",
+            description="The duration of an MCP request, from sending it until the response.",
+            explicit_bucket_boundaries_advisory=list(MCP_DURATION_BUCKETS_S),
+        )
+        self.hook_duration = meter.create_histogram(
+            METRIC_HOOK_DURATION,
+            unit="s",
+            description="The duration of one hook run.",
+            explicit_bucket_boundaries_advisory=list(HOOK_DURATION_BUCKETS_S),
+        )
+        self.output_produced = meter.create_counter(
+            METRIC_OUTPUT_PRODUCED,
+            unit="{char}",
+            description="Code points of model-facing text the tool calls produced.",
+        )
+        self.output_sent = meter.create_counter(
+            METRIC_OUTPUT_SENT,
+            unit="{char}",
+            description="Code points of tool text the model received, after the batch budget.",
+        )
+        self.artifacts = meter.create_counter(
+            METRIC_ARTIFACTS, unit="{artifact}", description="Artifacts written to disk."
+        )
+        self.artifact_bytes = meter.create_counter(
+            METRIC_ARTIFACT_BYTES, unit="By", description="Bytes written to artifacts."
+        )
+        self.artifact_failures = meter.create_counter(
+            METRIC_ARTIFACT_FAILURES,
+            unit="{failure}",
+            description="Artifacts that could not be written.",
+        )
+
+
+class Otel:
+    """The OpenTelemetry API, bound once on first use, and toolbatch's tracer and meters."""
+
+    def __init__(self, trace: ModuleType, context: ModuleType, propagate: ModuleType) -> None:
+        self.trace = trace
+        self.context = context
+        self.propagate = propagate
+        self.tracers: dict[int, Any] = {}
+        self.instruments: dict[int, Instruments] = {}
+
+    def sdk_configured(self) -> bool:
+        """Whether a real (not proxy, not no-op) global tracer or meter provider is set."""
+        provider = self.trace.get_tracer_provider()
+        if not isinstance(provider, self.trace.ProxyTracerProvider | self.trace.NoOpTracerProvider):
+            return True
+        metrics = sys.modules.get("opentelemetry.metrics")
+        if metrics is None:
+            return False
+        return type(metrics.get_meter_provider()).__name__ not in _NO_SDK_METER_PROVIDERS
+
+    def tracer(self) -> Any:
+        """toolbatch's tracer on the configured (or global) provider."""
+        provider = SETTINGS.tracer_provider
+        key = id(provider)
+        tracer = self.tracers.get(key)
+        if tracer is None:
+            if provider is None:
+                tracer = self.trace.get_tracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+            else:
+                tracer = provider.get_tracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+            self.tracers[key] = tracer
+        return tracer
+
+    def meters(self) -> Instruments:
+        """toolbatch's instruments on the configured (or global) meter provider."""
+        provider = SETTINGS.meter_provider
+        key = id(provider)
+        instruments = self.instruments.get(key)
+        if instruments is None:
+            if provider is None:
+                from opentelemetry import metrics
+
+                meter = metrics.get_meter(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+            else:
+                meter = provider.get_meter(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+            instruments = self.instruments[key] = Instruments(meter)
+        return instruments
+
+    def current_span_is_valid(self) -> bool:
+        return bool(self.trace.get_current_span().get_span_context().is_valid)
+
+
+class _Binding:
+    """The one ``Otel`` of the process, made on first use (``None`` when not installed)."""
+
+    __slots__ = ("missing", "otel")
+
+    def __init__(self) -> None:
+        self.otel: Otel | None = None
+        self.missing = False
+
+    def get(self) -> Otel | None:
+        if self.otel is not None or self.missing:
+            return self.otel
+        try:
+            from opentelemetry import context, propagate, trace
+        except ImportError:
+            self.missing = True
+            return None
+        self.otel = Otel(trace, context, propagate)
+        return self.otel
+
+
+_BINDING: Final = _Binding()
+
+
+def bound() -> Otel | None:
+    """The API if telemetry is enabled and the API is installed, without further checks."""
+    if not SETTINGS.enabled:
+        return None
+    return _BINDING.get()
+
+
+def active() -> Otel | None:
+    """The API when something would be recorded or propagated now, else ``None``.
+
+    Active means: enabled, the API installed, and a provider configured (through
+    :func:`configure` or globally) or a valid span current.
+    """
+    if not SETTINGS.enabled:
+        return None
+    explicit = SETTINGS.tracer_provider is not None or SETTINGS.meter_provider is not None
+    if not explicit:
+        modules = sys.modules
+        if not any(name in modules for name in _USED_WHEN_LOADED) and not any(
+            name in os.environ for name in _PROVIDER_VARIABLES
+        ):
+            return None
+    otel = _BINDING.get()
+    if otel is None:
+        return None
+    if explicit or otel.sdk_configured() or otel.current_span_is_valid():
+        return otel
+    return None
