@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final, Self, cast
 
@@ -41,7 +43,7 @@ __all__ = ["OtlpExport", "export_from_environment"]
 log = structlog.get_logger("toolbatch.telemetry")
 
 SHUTDOWN_S: Final = 5.0
-"""How long flushing spans and metrics may take when the program exits (each)."""
+"""How long flushing spans and metrics may take when the program exits."""
 DEFAULT_SERVICE_NAME: Final = "toolbatch"
 DEFAULT_PROTOCOL: Final = "http/protobuf"
 INSTALL_HINT: Final = "pip install 'toolbatch[otlp]'"
@@ -167,23 +169,40 @@ class OtlpExport:
         self.close()
 
     def close(self) -> None:
-        """Flush what is buffered (at most ``SHUTDOWN_S`` per signal) and stop exporting."""
+        """Flush what is buffered and stop exporting, within ``SHUTDOWN_S`` in all.
+
+        The SDK's shutdowns wait for their exporter, which retries an unreachable
+        collector for up to its own timeout (``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s): they
+        run in daemon threads, and what has not been sent by the deadline is dropped.
+        """
         if self._context_token is not None:
-            assert self._context is not None
             self._context.detach(self._context_token)
             self._context_token = None
+        stops: list[tuple[str, Callable[[], object]]] = []
         processor, self._span_processor = self._span_processor, None
         if processor is not None:
-            try:
-                processor.shutdown(timeout_millis=int(SHUTDOWN_S * 1000))
-            except Exception as exc:  # an exporter never breaks the program's exit
-                log.warning("telemetry.flush_failed", signal="traces", error=repr(exc))
+            stops.append(("traces", processor.shutdown))
         provider, self._meter_provider = self._meter_provider, None
         if provider is not None:
-            try:
-                provider.shutdown(timeout_millis=SHUTDOWN_S * 1000)
-            except Exception as exc:
-                log.warning("telemetry.flush_failed", signal="metrics", error=repr(exc))
+            stops.append(("metrics", provider.shutdown))
+        threads = [
+            threading.Thread(target=_stop, args=(signal, stop), daemon=True)
+            for signal, stop in stops
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + SHUTDOWN_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
+            log.warning("telemetry.flush_timed_out", seconds=SHUTDOWN_S)
+
+
+def _stop(signal: str, stop: Callable[[], object]) -> None:
+    try:
+        stop()
+    except Exception as exc:  # an exporter never breaks the program's exit
+        log.warning("telemetry.flush_failed", signal=signal, error=repr(exc))
 
 
 def export_from_environment(
