@@ -7,8 +7,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+from opentelemetry.trace import Span, Tracer, TracerProvider
 
 from toolbatch import (
     ConfigError,
@@ -19,6 +21,8 @@ from toolbatch import (
     telemetry,
     tool,
 )
+from toolbatch.hooks import PostToolBatchInput
+from toolbatch.producers import ShellProducer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,3 +116,41 @@ def test_without_opentelemetry_installed_everything_still_runs(tmp_path: Path) -
     assert "unset" in result["shell_tail"]
     assert result["otel_loaded"] == []
     assert list((tmp_path / "artifacts").iterdir())  # the big output was still persisted
+
+
+class _BrokenTracer(Tracer):
+    def start_span(self, *args: object, **kwargs: object) -> Span:
+        raise RuntimeError("a broken SDK")
+
+    def start_as_current_span(self, *args: object, **kwargs: object) -> Any:
+        raise RuntimeError("a broken SDK")
+
+
+class _BrokenProvider(TracerProvider):
+    def get_tracer(self, *args: object, **kwargs: object) -> Tracer:
+        return _BrokenTracer()
+
+
+async def test_a_broken_sdk_never_breaks_a_batch(tmp_path: Path) -> None:
+    """A tracer that raises: every call still answered, the budget kept, hooks run."""
+    answers: list[int] = []
+
+    async def count(batch: PostToolBatchInput) -> None:
+        answers.append(len(batch.tool_calls))
+
+    telemetry.configure(tracer_provider=_BrokenProvider())
+    try:
+        config = SchedulerConfig(artifacts_dir=tmp_path, batch_budget=1_000, hooks=[count])
+        registry = Registry([turn_seen, ShellProducer()])
+        async with ToolScheduler(registry, config) as scheduler:
+            turn = await scheduler.run_batch(
+                [
+                    ToolCall(id="t", name="turn_seen"),
+                    ToolCall(id="s", name="run_shell_command", args={"command": "seq 1 5000"}),
+                ]
+            )
+    finally:
+        telemetry.configure()
+    assert [r.status for r in turn.responses] == ["success", "success"]
+    assert turn.content_length <= 1_000
+    assert answers == [2]

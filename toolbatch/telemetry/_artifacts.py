@@ -27,7 +27,7 @@ from toolbatch.telemetry._names import (
     ERROR_TYPE,
     SPAN_PERSIST,
 )
-from toolbatch.telemetry._runtime import Otel, active
+from toolbatch.telemetry._runtime import Otel, active, never_raises
 from toolbatch.telemetry._turn import TurnTelemetry, current_turn
 
 __all__ = ["traced_commit", "traced_persist"]
@@ -74,7 +74,10 @@ class _Persist:
             start_time=self._start_ns,
         )
 
-    def succeeded(self, path: Path, nbytes: int) -> None:
+    @never_raises
+    def succeeded(self, path: Path, nbytes: int, *, dropped: int | None = None) -> None:
+        if dropped is not None:
+            self.span.set_attributes({ARTIFACT_BYTES: nbytes, ARTIFACT_DROPPED_BYTES: dropped})
         store = self._store
         reused = path not in store.written[self._before :]
         location = "fallback" if path.parent == store.fallback_dir else "primary"
@@ -89,7 +92,10 @@ class _Persist:
         if self._turn is not None:
             self._turn.note_artifact(nbytes)
 
-    def failed(self, exc: BaseException) -> None:
+    @never_raises
+    def failed(self, exc: BaseException, *, dropped: int | None = None) -> None:
+        if dropped is not None:
+            self.span.set_attribute(ARTIFACT_DROPPED_BYTES, dropped)
         if not isinstance(exc, Exception):  # cancelled: nothing failed
             self.span.end()
             return
@@ -103,6 +109,7 @@ class _Persist:
             self._turn.note_artifact(None)
 
 
+@never_raises
 def _begin(store: ArtifactStore, attributes: dict[str, Any]) -> _Persist | None:
     turn = current_turn()
     otel = turn.otel if turn is not None else active()
@@ -150,13 +157,9 @@ def traced_commit(
         try:
             path = await method(stream, *args, **kwargs)
         except BaseException as exc:
-            persist.span.set_attribute(ARTIFACT_DROPPED_BYTES, stream.bytes_dropped)
-            persist.failed(exc)
+            persist.failed(exc, dropped=stream.bytes_dropped)
             raise
-        persist.span.set_attributes(
-            {ARTIFACT_BYTES: stream.bytes_kept, ARTIFACT_DROPPED_BYTES: stream.bytes_dropped}
-        )
-        persist.succeeded(path, stream.bytes_kept)
+        persist.succeeded(path, stream.bytes_kept, dropped=stream.bytes_dropped)
         return path
 
     return commit

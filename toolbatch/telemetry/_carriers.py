@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, MutableMapping
 from typing import Final
 
-from toolbatch.telemetry._runtime import Otel, active
+from toolbatch.telemetry._runtime import Otel, active, never_raises
 from toolbatch.telemetry._turn import current_turn
 
 __all__ = ["child_environment", "environment_key"]
@@ -69,9 +69,15 @@ def child_environment(env: Mapping[str, str] | None) -> Mapping[str, str] | None
         ``env`` (or of ``os.environ``) with ``TRACEPARENT`` (and ``TRACESTATE``,
         ``BAGGAGE`` when the context has them) set.
     """
+    injected = _inject(env)
+    return env if injected is None else injected
+
+
+@never_raises
+def _inject(env: Mapping[str, str] | None) -> dict[str, str] | None:
     otel = _propagating()
     if otel is None:
-        return env
+        return None
     carrier = dict(os.environ if env is None else env)
     propagator = otel.propagate.get_global_textmap()
     for field in propagator.fields:

@@ -19,7 +19,7 @@ from toolbatch.telemetry._names import (
     HOOK_TYPE,
     SPAN_HOOK,
 )
-from toolbatch.telemetry._runtime import Otel, active
+from toolbatch.telemetry._runtime import Otel, active, never_raises
 from toolbatch.telemetry._turn import TurnTelemetry, current_turn
 
 __all__ = ["HookKind", "HookTelemetry", "trace_hook"]
@@ -69,8 +69,12 @@ class HookTelemetry:
 
     def end(self, answer: Any) -> None:
         """End the run with the hook's answer (``None``: it answered nothing or failed)."""
+        self._otel.context.detach(self._token)
+        self._end(answer)
+
+    @never_raises
+    def _end(self, answer: Any) -> None:
         otel = self._otel
-        otel.context.detach(self._token)
         end_ns = time.time_ns()
         if self._error_type is not None:
             outcome, replaced = "failed", 0
@@ -107,4 +111,11 @@ def trace_hook(event: str, name: str, kind: HookKind) -> HookTelemetry | _NullHo
     otel = turn.otel if turn is not None else active()
     if otel is None:
         return _NULL_HOOK
+    return _start(otel, turn, event, name, kind) or _NULL_HOOK
+
+
+@never_raises
+def _start(
+    otel: Otel, turn: TurnTelemetry | None, event: str, name: str, kind: HookKind
+) -> HookTelemetry:
     return HookTelemetry(otel, turn, event, name, kind)

@@ -38,7 +38,7 @@ from toolbatch.telemetry._names import (
     SERVER_PORT,
     TOOL_TYPE_EXTENSION,
 )
-from toolbatch.telemetry._runtime import Otel, active
+from toolbatch.telemetry._runtime import Otel, active, never_raises
 from toolbatch.telemetry._turn import CallTelemetry, current_call
 
 __all__ = ["McpCallTelemetry", "trace_mcp_call"]
@@ -60,6 +60,7 @@ class McpCallTelemetry:
             call.set_tool_type(TOOL_TYPE_EXTENSION)
             call.span.set_attributes(attributes)
 
+    @never_raises
     def finished(self, error_type: str | None) -> None:
         """The request ended: ``error_type`` is ``None`` on success, ``tool_error`` for a
         result with ``isError``, else why it failed (``timeout``, ``mcp_error``, ...)."""
@@ -105,6 +106,17 @@ def trace_mcp_call(
         url: the streamable-HTTP endpoint (``None`` for stdio).
         protocol_version: the negotiated MCP protocol version, if known.
     """
+    started = _start(server, tool, url, protocol_version)
+    return _NULL_MCP_CALL if started is None else started
+
+
+@never_raises
+def _start(
+    server: str,
+    tool: str,
+    url: str | None,
+    protocol_version: str | None,
+) -> McpCallTelemetry | _NullMcpCall:
     call = current_call()
     otel = call.turn.otel if call is not None else active()
     if otel is None:

@@ -13,12 +13,16 @@ tracer would.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, ParamSpec, TypeVar
+
+import structlog
 
 from toolbatch.errors import ConfigError
 from toolbatch.telemetry._names import (
@@ -37,7 +41,9 @@ from toolbatch.telemetry._names import (
     TOOL_DURATION_BUCKETS_S,
 )
 
-__all__ = ["SETTINGS", "Instruments", "Otel", "active", "bound", "configure"]
+__all__ = ["SETTINGS", "Instruments", "Otel", "active", "bound", "configure", "never_raises"]
+
+log = structlog.get_logger("toolbatch.telemetry")
 
 INSTRUMENTATION_NAME: Final = "toolbatch"
 
@@ -266,3 +272,26 @@ def active() -> Otel | None:
     if explicit or otel.sdk_configured() or otel.current_span_is_valid():
         return otel
     return None
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_reported: set[str] = set()
+
+
+def never_raises(function: Callable[P, R]) -> Callable[P, R | None]:
+    """Telemetry never breaks a batch: an exception (a bug, or a misbehaving SDK) is logged
+    once per kind as ``telemetry.failed`` and the function returns ``None``."""
+
+    @functools.wraps(function)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R | None:
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:
+            kind = f"{function.__qualname__}:{type(exc).__name__}"
+            if kind not in _reported:
+                _reported.add(kind)
+                log.warning("telemetry.failed", where=function.__qualname__, error=repr(exc))
+            return None
+
+    return guarded

@@ -32,7 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 from toolbatch.telemetry._names import (
@@ -68,7 +68,7 @@ from toolbatch.telemetry._names import (
     TURN_SLOTS_CUT,
     TURN_STOPPED,
 )
-from toolbatch.telemetry._runtime import Otel, active, capture_content
+from toolbatch.telemetry._runtime import Otel, active, capture_content, never_raises
 
 if TYPE_CHECKING:
     from toolbatch._wire import ToolCall, ToolCallResponse, Turn
@@ -216,8 +216,10 @@ class CallTelemetry:
         # [GENAI-METRICS]: the same value as the span's duration.
         instruments = otel.meters()
         instruments.tool_duration.record((end_ns - self._start_ns) / 1e9, metric)
-        if chars:
-            instruments.output_produced.add(chars, {GEN_AI_TOOL_NAME: metric[GEN_AI_TOOL_NAME]})
+        if chars:  # summed per tool, added once per turn
+            produced = turn.produced
+            tool = metric[GEN_AI_TOOL_NAME]
+            produced[tool] = produced.get(tool, 0) + chars
 
 
 class _CallScope:
@@ -229,22 +231,29 @@ class _CallScope:
         self._turn = turn
         self._key = key
         self._call = call
+        self._token: Token[CallTelemetry | None] | None = None
+        self._context_token: object = None
 
     def __enter__(self) -> None:
+        self._start()
+
+    @never_raises
+    def _start(self) -> None:
         turn = self._turn
         record = turn.calls.get(id(self._key))
         if record is None:
             record = turn.calls[id(self._key)] = CallTelemetry(turn, self._call)
         otel = turn.otel
-        self._token = _CALL.set(record)
         self._context_token = otel.context.attach(
             otel.trace.set_span_in_context(record.span, turn.context)
         )
+        self._token = _CALL.set(record)
 
     def __exit__(self, *exc_info: object) -> None:
-        otel = self._turn.otel
-        otel.context.detach(self._context_token)
-        _CALL.reset(self._token)
+        if self._token is not None:
+            _CALL.reset(self._token)
+        if self._context_token is not None:
+            self._turn.otel.context.detach(self._context_token)
 
 
 class _NullScope:
@@ -284,6 +293,7 @@ class TurnTelemetry:
         "hooks_failed",
         "hooks_replaced",
         "otel",
+        "produced",
         "responses_cut",
         "slots_cut",
         "span",
@@ -315,10 +325,12 @@ class TurnTelemetry:
         self.hooks_context = 0
         self.hooks_replaced = 0
         self.slots_cut = 0
+        self.produced: dict[str, int] = {}
         self.responses_cut = 0
 
     # -- calls ----------------------------------------------------------------------------
 
+    @never_raises
     def call_finished(self, key: object, call: ToolCall, response: ToolCallResponse | None) -> None:
         """The scheduler reported ``call`` finished (calls answered in place included)."""
         record = self.calls.pop(id(key), None)
@@ -367,6 +379,10 @@ class TurnTelemetry:
         for record in self.calls.values():
             record.finish(None, end_ns)
         self.calls.clear()
+        produced = self.otel.meters().output_produced
+        for tool, chars in self.produced.items():
+            produced.add(chars, {GEN_AI_TOOL_NAME: tool})
+        self.produced.clear()
 
     def _counts(self) -> dict[str, Any]:
         return {
@@ -381,6 +397,7 @@ class TurnTelemetry:
             TURN_HOOKS_REPLACED: self.hooks_replaced,
         }
 
+    @never_raises
     def end_not_completed(self) -> None:
         """End a turn whose ``execute`` was never followed by ``complete_turn``."""
         end_ns = self.executed_ns if self.executed_ns is not None else time.time_ns()
@@ -388,6 +405,7 @@ class TurnTelemetry:
         self.span.set_attributes({**self._counts(), TURN_COMPLETED: False})
         self.span.end(end_time=end_ns)
 
+    @never_raises
     def end_failed(self, exc: BaseException) -> None:
         """End the turn with the exception that stopped it."""
         self._end_calls()
@@ -406,10 +424,14 @@ class TurnTelemetry:
         self.span.end()
 
     def _record_turn(self, turn: Turn, budget: int | None) -> None:
-        sent = self.otel.meters().output_sent
+        sent_by_tool: dict[str, int] = {}
         for response in turn.responses:
             if response.content_length:
-                sent.add(response.content_length, {GEN_AI_TOOL_NAME: response.name})
+                chars = sent_by_tool.get(response.name, 0) + response.content_length
+                sent_by_tool[response.name] = chars
+        sent = self.otel.meters().output_sent
+        for tool, chars in sent_by_tool.items():
+            sent.add(chars, {GEN_AI_TOOL_NAME: tool})
         attributes: dict[str, Any] = {
             TURN_CALLS: len(turn.responses),
             TURN_ERRORS: sum(1 for r in turn.responses if r.status != "success"),
@@ -420,12 +442,13 @@ class TurnTelemetry:
             attributes[TURN_BUDGET] = budget
         self.span.set_attributes(attributes)
 
+    @never_raises
     def end_completed(
         self, responses: Sequence[ToolCallResponse], turn: Turn, budget: int | None
     ) -> None:
         """End the turn ``complete_turn`` returned."""
-        self._end_calls()
         self._answered_by_runtime(responses)
+        self._end_calls()
         self._record_turn(turn, budget)
         self.span.set_attributes({**self._counts(), TURN_COMPLETED: True})
         self.span.end()
@@ -498,6 +521,7 @@ class _Pending:
 PENDING: Final = _Pending()
 
 
+@never_raises
 def _begin(session_id: str | None) -> TurnTelemetry | None:
     otel = active()
     if otel is None:
