@@ -49,6 +49,32 @@ def _no_sdk() -> None:
     telemetry.configure()
 
 
+async def _single_calls(pairs: int) -> list[float]:
+    """Batches of one call, no SDK against off, pair by pair: the per-batch checks whole."""
+    calls = [ToolCall(id="c", name="noop")]
+    diffs: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with ToolScheduler(Registry([noop]), SchedulerConfig(artifacts_dir=tmp)) as scheduler:
+            for setup in (_disabled, _no_sdk):
+                setup()
+                await scheduler.run_batch(calls)
+            gc.collect()
+            gc.disable()
+            try:
+                for pair in range(pairs):
+                    took = {}
+                    for setup in (_disabled, _no_sdk) if pair % 2 else (_no_sdk, _disabled):
+                        setup()
+                        started = time.process_time()
+                        await scheduler.run_batch(calls)
+                        took[setup] = time.process_time() - started
+                    diffs.append(took[_no_sdk] - took[_disabled])
+            finally:
+                gc.enable()
+    telemetry.configure()
+    return diffs
+
+
 async def _measure(repeats: int) -> dict[str, list[float]]:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
@@ -105,8 +131,10 @@ async def _code_alone_us(iterations: int) -> tuple[float, float]:
             raise AssertionError("no SDK is configured: there is no turn")
     per_call = (time.process_time() - started) / iterations * 1e6
 
-    async def bare(self: object, calls: list[ToolCall], /) -> list[object]:
-        return []
+    answered = [object()]  # stands for execute's responses, passed on to complete_turn
+
+    async def bare(self: object, calls: list[object], /) -> list[object]:
+        return answered
 
     traced = telemetry.traced_execute(bare)  # type: ignore[arg-type]
     completed = telemetry.traced_complete_turn(bare)  # type: ignore[arg-type]
@@ -114,12 +142,12 @@ async def _code_alone_us(iterations: int) -> tuple[float, float]:
     started = time.process_time()
     for _ in range(iterations // 10):
         await bare(owner, [])
-        await bare(owner, [])
+        await bare(owner, answered)
     plain = time.process_time() - started
     started = time.process_time()
     for _ in range(iterations // 10):
         await traced(owner, [])
-        await completed(owner, [])
+        await completed(owner, answered)
     per_batch = (time.process_time() - started - plain) / (iterations // 10) * 1e6
     return per_call, per_batch
 
@@ -132,6 +160,8 @@ def _paired_us(ours: list[float], off: list[float]) -> float:
 def run(quick: bool) -> list[Row]:
     times = anyio.run(_measure, 15 if quick else 60)
     per_call_code, per_batch_code = anyio.run(_code_alone_us, 100_000 if quick else 500_000)
+    single = anyio.run(_single_calls, 1_000 if quick else 3_000)
+    single_us = statistics.median(single) * 1e6
     per_call_us = {mode: statistics.median(values) / CALLS * 1e6 for mode, values in times.items()}
     added = _paired_us(times["no_sdk"], times["disabled"])
     recording = _paired_us(times["sdk"], times["disabled"])
@@ -146,6 +176,16 @@ def run(quick: bool) -> list[Row]:
             ratio=per_call_us["no_sdk"] / per_call_us["disabled"],
             target=f"<= {TARGET_US_PER_CALL:g} µs/call added (ratio = no SDK / off)",
             goal=Target("value", "<=", TARGET_US_PER_CALL),
+        ),
+        Row(
+            area="telemetry",
+            name="no SDK configured vs telemetry off, batches of 1 call, added per call",
+            value=single_us,
+            unit="µs/call",
+            baseline=f"telemetry off, {len(single):,} pairs of one-call batches (CPU time)",
+            baseline_value=None,
+            ratio=None,
+            target="diagnostic: a batch's two checks (below) fall on its only call",
         ),
         Row(
             area="telemetry",

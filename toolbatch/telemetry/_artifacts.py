@@ -27,7 +27,7 @@ from toolbatch.telemetry._names import (
     ERROR_TYPE,
     SPAN_PERSIST,
 )
-from toolbatch.telemetry._runtime import Otel, active, never_raises
+from toolbatch.telemetry._runtime import Otel, never_raises, recording
 from toolbatch.telemetry._turn import TurnTelemetry, current_turn
 
 __all__ = ["traced_commit", "traced_persist"]
@@ -112,7 +112,7 @@ class _Persist:
 @never_raises
 def _begin(store: ArtifactStore, attributes: dict[str, Any]) -> _Persist | None:
     turn = current_turn()
-    otel = turn.otel if turn is not None else active()
+    otel = turn.otel if turn is not None else recording()
     if otel is None:
         return None
     return _Persist(otel, turn, store, attributes)

@@ -23,8 +23,7 @@ import re
 from collections.abc import Mapping, MutableMapping
 from typing import Final
 
-from toolbatch.telemetry._runtime import Otel, active, never_raises
-from toolbatch.telemetry._turn import current_turn
+from toolbatch.telemetry._runtime import never_raises, propagating
 
 __all__ = ["child_environment", "environment_key"]
 
@@ -49,14 +48,6 @@ class _EnvironmentSetter:
 _SETTER: Final = _EnvironmentSetter()
 
 
-def _propagating() -> Otel | None:
-    turn = current_turn()
-    otel = turn.otel if turn is not None else active()
-    if otel is None or not otel.current_span_is_valid():
-        return None
-    return otel
-
-
 def child_environment(env: Mapping[str, str] | None) -> Mapping[str, str] | None:
     """The environment for one child process, with the current trace context injected.
 
@@ -75,7 +66,7 @@ def child_environment(env: Mapping[str, str] | None) -> Mapping[str, str] | None
 
 @never_raises
 def _inject(env: Mapping[str, str] | None) -> dict[str, str] | None:
-    otel = _propagating()
+    otel = propagating()
     if otel is None:
         return None
     carrier = dict(os.environ if env is None else env)

@@ -19,7 +19,7 @@ from toolbatch.telemetry._names import (
     HOOK_TYPE,
     SPAN_HOOK,
 )
-from toolbatch.telemetry._runtime import Otel, active, never_raises
+from toolbatch.telemetry._runtime import Otel, never_raises, recording
 from toolbatch.telemetry._turn import TurnTelemetry, current_turn
 
 __all__ = ["HookKind", "HookTelemetry", "trace_hook"]
@@ -108,7 +108,7 @@ def trace_hook(event: str, name: str, kind: HookKind) -> HookTelemetry | _NullHo
     """Start tracing one hook run; call ``.failed(...)`` on failure and ``.end(answer)`` in
     a ``finally`` of the same task (a no-op when telemetry is off)."""
     turn = current_turn()
-    otel = turn.otel if turn is not None else active()
+    otel = turn.otel if turn is not None else recording()
     if otel is None:
         return _NULL_HOOK
     return _start(otel, turn, event, name, kind) or _NULL_HOOK

@@ -38,7 +38,7 @@ from toolbatch.telemetry._names import (
     SERVER_PORT,
     TOOL_TYPE_EXTENSION,
 )
-from toolbatch.telemetry._runtime import Otel, active, never_raises
+from toolbatch.telemetry._runtime import Otel, never_raises, recording
 from toolbatch.telemetry._turn import CallTelemetry, current_call
 
 __all__ = ["McpCallTelemetry", "trace_mcp_call"]
@@ -118,7 +118,7 @@ def _start(
     protocol_version: str | None,
 ) -> McpCallTelemetry | _NullMcpCall:
     call = current_call()
-    otel = call.turn.otel if call is not None else active()
+    otel = call.turn.otel if call is not None else recording()
     if otel is None:
         return _NULL_MCP_CALL
     attributes: dict[str, Any] = {

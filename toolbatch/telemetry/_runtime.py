@@ -6,9 +6,8 @@ imported ``opentelemetry.trace`` or ``opentelemetry.metrics`` first (or by the
 ``OTEL_PYTHON_TRACER_PROVIDER`` / ``OTEL_PYTHON_METER_PROVIDER`` variables the API reads
 itself), so a process that never did has no SDK and toolbatch does not pay the import.
 With the API installed but no SDK set, the global providers are the API's proxies and
-toolbatch does nothing either, unless a valid span is current (a context someone
-extracted): then that context is still propagated to child processes, as the API's no-op
-tracer would.
+toolbatch records nothing either; a valid span that is current (a context someone
+extracted) is still propagated to child processes, as the API's no-op tracer would.
 """
 
 from __future__ import annotations
@@ -41,7 +40,16 @@ from toolbatch.telemetry._names import (
     TOOL_DURATION_BUCKETS_S,
 )
 
-__all__ = ["SETTINGS", "Instruments", "Otel", "active", "bound", "configure", "never_raises"]
+__all__ = [
+    "SETTINGS",
+    "Instruments",
+    "Otel",
+    "bound",
+    "configure",
+    "never_raises",
+    "propagating",
+    "recording",
+]
 
 log = structlog.get_logger("toolbatch.telemetry")
 
@@ -57,9 +65,9 @@ def _version() -> str:
 
 INSTRUMENTATION_VERSION: Final = _version()
 
-_USED_WHEN_LOADED: Final = ("opentelemetry.trace", "opentelemetry.metrics")
 _PROVIDER_VARIABLES: Final = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 _NO_SDK_METER_PROVIDERS: Final = frozenset({"_ProxyMeterProvider", "NoOpMeterProvider"})
+_UNKNOWN: Final = object()
 
 
 @dataclass(slots=True)
@@ -177,16 +185,42 @@ class Otel:
         self.propagate = propagate
         self.tracers: dict[int, Any] = {}
         self.instruments: dict[int, Instruments] = {}
+        self._no_sdk_tracer_providers = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self._sdk_seen = False
 
     def sdk_configured(self) -> bool:
-        """Whether a real (not proxy, not no-op) global tracer or meter provider is set."""
-        provider = self.trace.get_tracer_provider()
-        if not isinstance(provider, self.trace.ProxyTracerProvider | self.trace.NoOpTracerProvider):
+        """Whether a real (not proxy, not no-op) global tracer or meter provider is set.
+
+        Once one is, it stays: the API lets a global provider be set only once. Until then
+        this is asked once per batch, so it reads the API modules' globals
+        (``opentelemetry.trace._TRACER_PROVIDER``, ``opentelemetry.metrics._internal.
+        _METER_PROVIDER``) rather than calling ``get_tracer_provider()`` /
+        ``get_meter_provider()``, each of which looks up a variable in ``os.environ`` (about
+        0.8 µs here: most of the no-SDK cost of a batch). The variables they look up
+        (``OTEL_PYTHON_TRACER_PROVIDER``, ``OTEL_PYTHON_METER_PROVIDER``) are honoured by
+        calling them once, when the API is bound. An API without those globals is asked
+        through the public calls.
+        """
+        if self._sdk_seen:
             return True
-        metrics = sys.modules.get("opentelemetry.metrics")
-        if metrics is None:
+        tracer_provider = getattr(self.trace, "_TRACER_PROVIDER", _UNKNOWN)
+        if tracer_provider is _UNKNOWN:
+            tracer_provider = self.trace.get_tracer_provider()
+        if tracer_provider is not None and not isinstance(
+            tracer_provider, self._no_sdk_tracer_providers
+        ):
+            self._sdk_seen = True
+            return True
+        internal = sys.modules.get("opentelemetry.metrics._internal")
+        if internal is None:
             return False
-        return type(metrics.get_meter_provider()).__name__ not in _NO_SDK_METER_PROVIDERS
+        meter_provider = getattr(internal, "_METER_PROVIDER", _UNKNOWN)
+        if meter_provider is _UNKNOWN:
+            meter_provider = internal.get_meter_provider()
+        if meter_provider is None or type(meter_provider).__name__ in _NO_SDK_METER_PROVIDERS:
+            return False
+        self._sdk_seen = True
+        return True
 
     def tracer(self) -> Any:
         """toolbatch's tracer on the configured (or global) provider."""
@@ -238,6 +272,12 @@ class _Binding:
             self.missing = True
             return None
         self.otel = Otel(trace, context, propagate)
+        if "OTEL_PYTHON_TRACER_PROVIDER" in os.environ:
+            trace.get_tracer_provider()  # loads the provider the variable names
+        if "OTEL_PYTHON_METER_PROVIDER" in os.environ:
+            from opentelemetry import metrics
+
+            metrics.get_meter_provider()
         return self.otel
 
 
@@ -251,27 +291,41 @@ def bound() -> Otel | None:
     return _BINDING.get()
 
 
-def active() -> Otel | None:
-    """The API when something would be recorded or propagated now, else ``None``.
+def recording() -> Otel | None:
+    """The API when spans or metrics would be recorded now, else ``None``.
 
-    Active means: enabled, the API installed, and a provider configured (through
-    :func:`configure` or globally) or a valid span current.
+    Recording means: enabled, the API installed, and a provider configured (through
+    :func:`configure`, or a real global one). Asked once or twice per batch, so it is cheap
+    when nothing is configured (see :meth:`Otel.sdk_configured`).
     """
-    if not SETTINGS.enabled:
+    settings = SETTINGS
+    if not settings.enabled:
         return None
-    explicit = SETTINGS.tracer_provider is not None or SETTINGS.meter_provider is not None
-    if not explicit:
-        modules = sys.modules
-        if not any(name in modules for name in _USED_WHEN_LOADED) and not any(
-            name in os.environ for name in _PROVIDER_VARIABLES
-        ):
-            return None
-    otel = _BINDING.get()
+    if settings.tracer_provider is not None or settings.meter_provider is not None:
+        return _BINDING.get()
+    otel = _BINDING.otel
     if otel is None:
+        modules = sys.modules
+        if (
+            "opentelemetry.trace" not in modules
+            and "opentelemetry.metrics" not in modules
+            and not any(name in os.environ for name in _PROVIDER_VARIABLES)
+        ):
+            return None  # nobody imported the API: no SDK can be set
+        otel = _BINDING.get()
+        if otel is None:
+            return None
+    return otel if otel.sdk_configured() else None
+
+
+def propagating() -> Otel | None:
+    """The API when a valid span is current (recorded or not): its context is what child
+    processes get. Without an SDK that is a context someone attached (e.g. extracted from
+    ``TRACEPARENT``), passed on as the API's no-op tracer would."""
+    otel = bound()
+    if otel is None or not otel.current_span_is_valid():
         return None
-    if explicit or otel.sdk_configured() or otel.current_span_is_valid():
-        return otel
-    return None
+    return otel
 
 
 P = ParamSpec("P")

@@ -68,7 +68,7 @@ from toolbatch.telemetry._names import (
     TURN_SLOTS_CUT,
     TURN_STOPPED,
 )
-from toolbatch.telemetry._runtime import Otel, active, capture_content, never_raises
+from toolbatch.telemetry._runtime import Otel, capture_content, never_raises, recording
 
 if TYPE_CHECKING:
     from toolbatch._wire import ToolCall, ToolCallResponse, Turn
@@ -472,9 +472,8 @@ class _Pending:
         self._lock = threading.Lock()
         self._turns: OrderedDict[int, TurnTelemetry] = OrderedDict()
         self._by_response: dict[int, TurnTelemetry] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._turns)
+        self.waiting = self._by_response
+        """Empty when no turn waits (checked on every batch: a plain dict is cheapest)."""
 
     def add(self, turn: TurnTelemetry) -> None:
         expired: list[TurnTelemetry] = []
@@ -522,13 +521,10 @@ PENDING: Final = _Pending()
 
 
 @never_raises
-def _begin(session_id: str | None) -> TurnTelemetry | None:
-    otel = active()
-    if otel is None:
-        return None
-    if PENDING:
+def _begin(otel: Otel, scheduler: object) -> TurnTelemetry:
+    if PENDING.waiting:
         PENDING.expire(time.time_ns())
-    return TurnTelemetry(otel, session_id)
+    return TurnTelemetry(otel, _session_id(scheduler))
 
 
 def _session_id(scheduler: object) -> str | None:
@@ -540,30 +536,46 @@ def _session_id(scheduler: object) -> str | None:
 def traced_execute(
     method: Callable[Concatenate[S, P], Awaitable[list[ToolCallResponse]]],
 ) -> Callable[Concatenate[S, P], Awaitable[list[ToolCallResponse]]]:
-    """Decorates ``ToolScheduler.execute``: the calls run under a turn span (see module doc)."""
+    """Decorates ``ToolScheduler.execute``: the calls run under a turn span (see module doc).
+
+    With nothing recording, the method's own coroutine is returned as it is: no extra frame
+    on the path of every batch.
+    """
 
     @functools.wraps(method)
-    async def execute(self: S, /, *args: P.args, **kwargs: P.kwargs) -> list[ToolCallResponse]:
-        turn = _begin(_session_id(self))
-        if turn is None:
-            return await method(self, *args, **kwargs)
-        otel = turn.otel
-        token = _TURN.set(turn)
-        context_token = otel.context.attach(turn.context)
-        try:
-            responses = await method(self, *args, **kwargs)
-        except BaseException as exc:
-            turn.end_failed(exc)
-            raise
-        finally:
-            otel.context.detach(context_token)
-            _TURN.reset(token)
-        turn.executed = list(responses)
-        turn.executed_ns = time.time_ns()
-        PENDING.add(turn)
-        return responses
+    def execute(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[list[ToolCallResponse]]:
+        otel = recording()
+        if otel is None:
+            return method(self, *args, **kwargs)
+        return _traced_execute(otel, method, self, args, kwargs)
 
     return execute
+
+
+async def _traced_execute(
+    otel: Otel,
+    method: Callable[..., Awaitable[list[ToolCallResponse]]],
+    scheduler: object,
+    args: Any,
+    kwargs: Any,
+) -> list[ToolCallResponse]:
+    turn = _begin(otel, scheduler)
+    if turn is None:  # telemetry itself failed: the batch runs untraced
+        return await method(scheduler, *args, **kwargs)
+    token = _TURN.set(turn)
+    context_token = otel.context.attach(turn.context)
+    try:
+        responses = await method(scheduler, *args, **kwargs)
+    except BaseException as exc:
+        turn.end_failed(exc)
+        raise
+    finally:
+        otel.context.detach(context_token)
+        _TURN.reset(token)
+    turn.executed = list(responses)
+    turn.executed_ns = time.time_ns()
+    PENDING.add(turn)
+    return responses
 
 
 def _budget_of(scheduler: object, budget: object) -> int | None:
@@ -581,29 +593,43 @@ def _budget_of(scheduler: object, budget: object) -> int | None:
 def traced_complete_turn(
     method: Callable[Concatenate[S, Sequence[ToolCallResponse], P], Awaitable[Turn]],
 ) -> Callable[Concatenate[S, Sequence[ToolCallResponse], P], Awaitable[Turn]]:
-    """Decorates ``ToolScheduler.complete_turn``: finishes the turn ``execute`` started."""
+    """Decorates ``ToolScheduler.complete_turn``: finishes the turn ``execute`` started, or
+    starts one (see the module doc); the method's own coroutine when nothing records."""
 
     @functools.wraps(method)
-    async def complete_turn(
+    def complete_turn(
         self: S, responses: Sequence[ToolCallResponse], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Turn:
-        turn = PENDING.claim(responses) if PENDING else None
-        if turn is None:
-            turn = _begin(_session_id(self))
-            if turn is None:
-                return await method(self, responses, *args, **kwargs)
-        otel = turn.otel
-        token = _TURN.set(turn)
-        context_token = otel.context.attach(turn.context)
-        try:
-            completed = await method(self, responses, *args, **kwargs)
-        except BaseException as exc:
-            turn.end_failed(exc)
-            raise
-        finally:
-            otel.context.detach(context_token)
-            _TURN.reset(token)
-        turn.end_completed(responses, completed, _budget_of(self, kwargs.get("budget", ...)))
-        return completed
+    ) -> Awaitable[Turn]:
+        if not PENDING.waiting and recording() is None:
+            return method(self, responses, *args, **kwargs)
+        return _traced_complete_turn(method, self, responses, args, kwargs)
 
     return complete_turn
+
+
+async def _traced_complete_turn(
+    method: Callable[..., Awaitable[Turn]],
+    scheduler: object,
+    responses: Sequence[ToolCallResponse],
+    args: Any,
+    kwargs: Any,
+) -> Turn:
+    turn = PENDING.claim(responses)
+    if turn is None:
+        otel = recording()
+        turn = None if otel is None else _begin(otel, scheduler)
+        if turn is None:
+            return await method(scheduler, responses, *args, **kwargs)
+    otel = turn.otel
+    token = _TURN.set(turn)
+    context_token = otel.context.attach(turn.context)
+    try:
+        completed = await method(scheduler, responses, *args, **kwargs)
+    except BaseException as exc:
+        turn.end_failed(exc)
+        raise
+    finally:
+        otel.context.detach(context_token)
+        _TURN.reset(token)
+    turn.end_completed(responses, completed, _budget_of(scheduler, kwargs.get("budget", ...)))
+    return completed
