@@ -98,7 +98,9 @@ async def test_one_batch_shows_in_every_metric(otel: Recorded, tmp_path: Path) -
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
         "network.transport": "pipe",
+        "mcp.protocol.version": echo.attributes["mcp.protocol.version"],
     }
+    assert str(echo.attributes["mcp.protocol.version"])[:2] == "20"  # a dated MCP version
     assert point_for(mcp, gen_ai__tool__name="fail").attributes["error.type"] == "tool_error"
 
 

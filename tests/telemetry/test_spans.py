@@ -3,10 +3,16 @@ and spans for its persistence and its hooks, with the conventions' attributes.""
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.telemetry._support import Recorded, attributes, parent_of
@@ -149,6 +155,8 @@ async def test_a_batch_is_a_turn_span_under_the_callers_span(
     assert mcp["toolbatch.mcp.server"] == "test"
     assert mcp["toolbatch.mcp.tool"] == "echo"
     assert mcp["gen_ai.tool.type"] == "extension"
+    assert str(mcp["mcp.protocol.version"])[:2] == "20"  # a dated MCP version
+    assert "mcp.session.id" not in mcp  # stdio has no session id
     assert status("mcp") == "success"
     assert attributes(spans["mcp-fail"])["error.type"] == "tool_error"
     assert status("mcp-fail") == "error"
@@ -293,3 +301,51 @@ async def test_a_failing_hook_is_a_failed_hook_span(otel: Recorded, tmp_path: Pa
     assert attributes(hook)["error.type"] == "ValueError"
     assert hook.status.status_code is StatusCode.ERROR
     assert attributes(otel.one("toolbatch.turn"))["toolbatch.turn.hooks.failed"] == 1
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The test MCP server over streamable HTTP on 127.0.0.1; yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(TEST_SERVER), "--http", "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, "the HTTP test server exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the HTTP test server did not listen"
+                time.sleep(0.05)  # polling a port: there is no event to wait on
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+async def test_an_http_mcp_call_names_its_server_and_session(
+    otel: Recorded, tmp_path: Path, http_server: str
+) -> None:
+    """Streamable HTTP: ``tcp``, the server's address and port, the MCP session id."""
+    config = SchedulerConfig(
+        artifacts_dir=tmp_path, mcp_servers={"mcpServers": {"web": {"url": http_server}}}
+    )
+    async with ToolScheduler(_registry(), config) as scheduler:
+        with otel.tracer.start_as_current_span("invoke_agent"):
+            turn = await scheduler.run_batch([ToolCall(id="m", name="mcp__web__meta")])
+    span = otel.call_spans()["m"]
+    mcp = attributes(span)
+    assert mcp["network.transport"] == "tcp"
+    assert mcp["server.address"] == "127.0.0.1"
+    assert mcp["server.port"] == int(http_server.split(":")[2].split("/")[0])
+    assert len(str(mcp["mcp.session.id"])) >= 8
+    meta = json.loads(turn.responses[0].parts[0].function_response.response["output"])  # type: ignore[union-attr]
+    assert meta["traceparent"].split("-")[2] == f"{span.context.span_id:016x}"

@@ -3,14 +3,17 @@
 [MCP] (``docs/gen-ai/mcp.md``): an MCP tool call is compatible with the GenAI execute_tool
 span, and an instrumentation that knows the tool execution is already traced adds the MCP
 attributes to that span instead of making a second one. toolbatch does so:
-``mcp.method.name = tools/call``, ``network.transport`` (``pipe`` for stdio, ``tcp`` for
-streamable HTTP), ``server.address`` / ``server.port`` for HTTP, the server's name and the
-tool's own name (``toolbatch.mcp.server``, ``toolbatch.mcp.tool``), ``gen_ai.tool.type =
-extension``, and ``error.type = tool_error`` for a result with ``isError: true``. Each
-``tools/call`` is also recorded in ``mcp.client.operation.duration``.
+``mcp.method.name = tools/call``, ``mcp.protocol.version`` (negotiated), ``mcp.session.id``
+(the streamable-HTTP ``Mcp-Session-Id``; stdio has no session id), ``network.transport``
+(``pipe`` for stdio, ``tcp`` for streamable HTTP), ``server.address`` / ``server.port`` for
+HTTP, the server's name and the tool's own name (``toolbatch.mcp.server``,
+``toolbatch.mcp.tool``), ``gen_ai.tool.type = extension``, and ``error.type = tool_error``
+for a result with ``isError: true``. Each ``tools/call`` is also recorded in
+``mcp.client.operation.duration`` (the conventions list ``mcp.session.id`` on spans, not on
+the metric).
 
-Not set, because the SDK's client does not expose them: ``mcp.session.id`` (the
-streamable-HTTP session id) and ``jsonrpc.request.id``. The MCP SDK's own client span
+Not set, because the SDK's client does not expose it where toolbatch calls it:
+``jsonrpc.request.id``. The MCP SDK's own client span
 (``MCP send tools/call <tool>``, kind ``CLIENT``) and its ``params._meta`` injection run
 under this span: with a global SDK configured it appears as the call span's child, and the
 server's span as that one's.
@@ -30,6 +33,7 @@ from toolbatch.telemetry._names import (
     MCP_METHOD_NAME,
     MCP_PROTOCOL_VERSION,
     MCP_SERVER,
+    MCP_SESSION_ID,
     MCP_TOOL,
     MCP_TOOL_ERROR,
     NETWORK_TRANSPORT,
@@ -97,6 +101,7 @@ def trace_mcp_call(
     *,
     url: str | None = None,
     protocol_version: str | None = None,
+    session_id: str | None = None,
 ) -> McpCallTelemetry | _NullMcpCall:
     """Start measuring a ``tools/call`` of ``tool`` on ``server``; call ``.finished(...)``.
 
@@ -105,8 +110,9 @@ def trace_mcp_call(
         tool: the tool's name on the server.
         url: the streamable-HTTP endpoint (``None`` for stdio).
         protocol_version: the negotiated MCP protocol version, if known.
+        session_id: the streamable-HTTP session id, if the server assigned one.
     """
-    started = _start(server, tool, url, protocol_version)
+    started = _start(server, tool, url, protocol_version, session_id)
     return _NULL_MCP_CALL if started is None else started
 
 
@@ -116,6 +122,7 @@ def _start(
     tool: str,
     url: str | None,
     protocol_version: str | None,
+    session_id: str | None,
 ) -> McpCallTelemetry | _NullMcpCall:
     call = current_call()
     otel = call.turn.otel if call is not None else recording()
@@ -130,6 +137,8 @@ def _start(
     }
     if protocol_version:
         attributes[MCP_PROTOCOL_VERSION] = protocol_version
+    if session_id:  # [MCP] mcp.session.id: span only (a metric attribute of high cardinality)
+        attributes[MCP_SESSION_ID] = session_id
     if url is not None:
         parts = urlsplit(url)
         if parts.hostname:

@@ -131,9 +131,15 @@ class McpToolProducer:
             timeout_s = min(timeout_s, context.timeout_s)
         # Nobody listens to the default callback: skip the SDK's progress plumbing then.
         progress = None if context.progress is _UNWATCHED_PROGRESS else context.progress
-        config = self._connection.config
-        url = config.url if isinstance(config, HttpServerConfig) else None
-        traced = trace_mcp_call(self.server, self._tool.name, url=url)
+        connection = self._connection
+        url = connection.config.url if isinstance(connection.config, HttpServerConfig) else None
+        traced = trace_mcp_call(
+            self.server,
+            self._tool.name,
+            url=url,
+            protocol_version=connection.protocol_version,
+            session_id=connection.session_id,
+        )
         outcome = await self._connection.call_tool(
             self._tool.name,
             scrub_surrogates(dict(call.args)),
