@@ -349,3 +349,16 @@ async def test_an_http_mcp_call_names_its_server_and_session(
     assert len(str(mcp["mcp.session.id"])) >= 8
     meta = json.loads(turn.responses[0].parts[0].function_response.response["output"])  # type: ignore[union-attr]
     assert meta["traceparent"].split("-")[2] == f"{span.context.span_id:016x}"
+
+
+async def test_a_turn_never_completed_is_ended_as_such(otel: Recorded, tmp_path: Path) -> None:
+    """Executed but never completed: ended once 128 more wait, dated when execute returned."""
+    async with ToolScheduler(_registry(), SchedulerConfig(artifacts_dir=tmp_path)) as scheduler:
+        for index in range(129):
+            await scheduler.execute([ToolCall(id=f"c{index}", name="add", args={"a": 1, "b": 1})])
+        assert otel.named("toolbatch.turn")  # the oldest was ended when the 129th waited
+    (ended,) = otel.named("toolbatch.turn")
+    assert attributes(ended)["toolbatch.turn.completed"] is False
+    (call,) = otel.children(ended)
+    assert attributes(call)["gen_ai.tool.call.id"] == "c0"
+    assert (ended.end_time or 0) >= (call.end_time or 0)
