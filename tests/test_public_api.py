@@ -25,6 +25,7 @@ PACKAGES = [
     "toolbatch.agent",
     "toolbatch.acp",
     "toolbatch.testing",
+    "toolbatch.telemetry",
 ]
 
 CONTRACT = {

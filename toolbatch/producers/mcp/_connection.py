@@ -125,6 +125,10 @@ class McpConnection:
         )
         self.tools: list[types.Tool] = []
         self.server_info: types.Implementation | None = None
+        self.protocol_version: str | None = None
+        """The MCP version the server negotiated (told to telemetry)."""
+        self.session_id: str | None = None
+        """The streamable-HTTP session id the server assigned (told to telemetry)."""
         self.restarts = 0
         self._generation: _Generation | None = None
         self._count = 0
@@ -203,6 +207,7 @@ class McpConnection:
                     if generation.number == 1:
                         self.tools = await _list_tools(session)
                 self.server_info = initialized.server_info
+                self.protocol_version = session.protocol_version
                 generation.session = session
                 generation.settled.set()
                 log.info(
@@ -265,7 +270,11 @@ class McpConnection:
         assert isinstance(config, HttpServerConfig)
         timeout = httpx2.Timeout(HTTP_CONNECT_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
         async with (
-            httpx2.AsyncClient(headers=config.headers, timeout=timeout) as client,
+            httpx2.AsyncClient(
+                headers=config.headers,
+                timeout=timeout,
+                event_hooks={"response": [self._note_session_id]},
+            ) as client,
             streamable_http_client(config.url, http_client=client, max_sse_event_size=None) as (
                 read_stream,
                 write_stream,
@@ -273,6 +282,11 @@ class McpConnection:
             self._session(read_stream, write_stream) as session,
         ):
             yield session
+
+    async def _note_session_id(self, response: httpx2.Response) -> None:
+        session_id = response.headers.get("mcp-session-id")
+        if session_id:
+            self.session_id = session_id
 
     def _session(self, read_stream: Any, write_stream: Any) -> ClientSession:
         return ClientSession(
