@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
         "_descriptor_io",
         "_media",
         "_json_limits",
+        "telemetry",
     },
     {"artifacts", "_artifact_home"},
     {"producers", "finalize", "hooks", "transports", "providers"},

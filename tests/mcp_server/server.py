@@ -37,6 +37,8 @@ spawn_child    ``spawn_child(seconds=300)`` starts ``sleep <seconds>`` in the se
 pid            ``pid()`` returns the server's own pid.
 header         ``header(name)`` returns that HTTP request header's value (``""`` on stdio or
                when absent).
+meta           ``meta()`` returns the ``params._meta`` of its own ``tools/call`` request as a
+               JSON object (text), e.g. the ``traceparent`` a client injected.
 ============== ==================================================================
 
 On stdio the server uses its own line transport (the SDK's ``stdio_server`` cannot write a
@@ -269,6 +271,13 @@ def header(name: str, ctx: Context | None = None) -> str:
     request = ctx.request_context.request if ctx is not None else None
     headers = getattr(request, "headers", None)
     return "" if headers is None else str(headers.get(name, ""))
+
+
+@mcp.tool()
+def meta(ctx: Context | None = None) -> str:
+    """Return the params._meta of this tools/call request as a JSON object."""
+    received = ctx.request_context.meta if ctx is not None else None
+    return json.dumps(dict(received or {}), default=str)
 
 
 def _encode(message: SessionMessage) -> bytes:

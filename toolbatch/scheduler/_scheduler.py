@@ -71,6 +71,7 @@ from toolbatch.producers import (
 )
 from toolbatch.recorder import Recorder, response_kind
 from toolbatch.scheduler._registry import Registry
+from toolbatch.telemetry import call_scope, current_turn, traced_complete_turn, traced_execute
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_CEILING_S",
@@ -295,12 +296,13 @@ def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
 class _Reporter:
     """Reports each call of a batch to the observer exactly once: started, then finished."""
 
-    __slots__ = ("_finished", "_progress", "_started")
+    __slots__ = ("_finished", "_progress", "_started", "telemetry")
 
     def __init__(self, observer: BatchObserver | None) -> None:
         self._started = getattr(observer, "call_started", None)
         self._progress = getattr(observer, "call_progress", None)
         self._finished = getattr(observer, "call_finished", None)
+        self.telemetry = current_turn()  # None unless spans or metrics are recorded
 
     def started(self, plan: _Plan) -> None:
         if not plan.started:
@@ -312,6 +314,8 @@ class _Reporter:
 
     def finished(self, plan: _Plan) -> None:
         self.started(plan)
+        if self.telemetry is not None:
+            self.telemetry.call_finished(plan, plan.call, plan.response)
         _safe_notify(self._finished, plan.call, plan.response)
 
 
@@ -468,6 +472,7 @@ class ToolScheduler:
         responses = await self.execute(calls, abort=abort, observer=observer, approve=approve)
         return await self.complete_turn(responses, budget=budget)
 
+    @traced_execute
     async def execute(
         self,
         calls: Sequence[ToolCall | Mapping[str, Any]],
@@ -497,6 +502,7 @@ class ToolScheduler:
             responses.append(plan.response)
         return responses
 
+    @traced_complete_turn
     async def complete_turn(
         self,
         responses: Sequence[ToolCallResponse],
@@ -651,7 +657,7 @@ class ToolScheduler:
         for plan in queue:
             if aborted.is_set():
                 return  # the rest are answered as cancelled once the batch ends
-            with anyio.CancelScope() as scope:
+            with anyio.CancelScope() as scope, call_scope(reporter.telemetry, plan, plan.call):
                 plan.scope = scope
                 plan.response = await self._answer(plan, reporter, approve)
             if plan.response is not None:

@@ -39,6 +39,7 @@ TOOLS = {
     "spawn_child",
     "pid",
     "header",
+    "meta",
 }
 
 

@@ -127,6 +127,10 @@ class McpConnection:
         )
         self.tools: list[types.Tool] = []
         self.server_info: types.Implementation | None = None
+        self.protocol_version: str | None = None
+        """The MCP version the server negotiated (told to telemetry)."""
+        self.session_id: str | None = None
+        """The streamable-HTTP session id the server assigned (told to telemetry)."""
         self.restarts = 0
         self._generation: _Generation | None = None
         self._count = 0
@@ -205,6 +209,7 @@ class McpConnection:
                     if generation.number == 1:
                         self.tools = await _list_tools(session)
                 self.server_info = initialized.server_info
+                self.protocol_version = session.protocol_version
                 generation.session = session
                 generation.settled.set()
                 log.info(
@@ -268,7 +273,12 @@ class McpConnection:
         timeout = httpx2.Timeout(HTTP_CONNECT_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
         limit = self.max_message_bytes  # one event or JSON body at most (_limits.py)
         async with (
-            bounded_http_client(config.headers, timeout, max_message_bytes=limit) as client,
+            bounded_http_client(
+                config.headers,
+                timeout,
+                max_message_bytes=limit,
+                response_hooks=[self._note_session_id],
+            ) as client,
             streamable_http_client(config.url, http_client=client, max_sse_event_size=limit) as (
                 read_stream,
                 write_stream,
@@ -276,6 +286,11 @@ class McpConnection:
             self._session(read_stream, write_stream) as session,
         ):
             yield session
+
+    async def _note_session_id(self, response: httpx2.Response) -> None:
+        session_id = response.headers.get("mcp-session-id")
+        if session_id:
+            self.session_id = session_id
 
     def _session(self, read_stream: Any, write_stream: Any) -> ClientSession:
         return ClientSession(

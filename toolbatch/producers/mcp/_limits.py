@@ -23,7 +23,7 @@ A server is a peer the host does not control: one endless SSE event once took th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Final
 
 import httpx2
@@ -77,12 +77,17 @@ class _BoundedBody(httpx2.AsyncByteStream):
 
 
 def bounded_http_client(
-    headers: Mapping[str, str], timeout: httpx2.Timeout, *, max_message_bytes: int
+    headers: Mapping[str, str],
+    timeout: httpx2.Timeout,
+    *,
+    max_message_bytes: int,
+    response_hooks: Sequence[Callable[[httpx2.Response], Awaitable[None]]] = (),
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` whose non-SSE response bodies stop at ``max_message_bytes``.
 
     Event streams are left to the SDK's per-event cap (pass the same number as
-    ``max_sse_event_size``): one stream may carry any number of events.
+    ``max_sse_event_size``): one stream may carry any number of events. ``response_hooks``
+    run on every response after the bound is put in place.
     """
 
     async def bound(response: httpx2.Response) -> None:
@@ -96,7 +101,7 @@ def bounded_http_client(
     return httpx2.AsyncClient(
         headers={"accept-encoding": "identity", **headers},
         timeout=timeout,
-        event_hooks={"response": [bound]},
+        event_hooks={"response": [bound, *response_hooks]},
     )
 
 
