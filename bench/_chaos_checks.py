@@ -127,6 +127,12 @@ def status_problems(
             or response.error_type in ("unknown_tool", "invalid_call", "hook_stopped")
         ):
             wrong = f"call was not run: {response.status!r}/{response.error_type!r}"
+        elif (
+            spec.kind == "custom.sys_exit"
+            and response.status != "cancelled"
+            and (response.status != "error" or "SystemExit" not in str(response.error))
+        ):
+            wrong = f"sys.exit in a tool answered {response.status!r}: {response.error!r}"
         if wrong is not None:
             problems.append(f"position {position} ({spec.kind}): {wrong}")
     return problems
@@ -367,3 +373,14 @@ def stray_files(root: Path, *, allowed: Iterable[Path], skip: Iterable[Path]) ->
         dirs[:] = [name for name in dirs if here / name not in excluded]
         found += [here / name for name in names if here / name not in excluded]
     return found
+
+
+def hijack_problems(written: Iterable[Path], hijacked: Path) -> list[str]:
+    """Anything written into (or through) a fallback directory someone else planted."""
+    target = hijacked.resolve()
+    problems = [f"artifact written to {path}" for path in written]
+    if target.is_dir():
+        problems += [
+            f"{entry.name} appeared in the hijacked directory" for entry in target.iterdir()
+        ]
+    return problems

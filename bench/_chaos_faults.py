@@ -290,6 +290,12 @@ async def chaos_big(n_chars: int, salt: str) -> str:
 
 
 @tool
+def chaos_exit(code: int | str) -> str:
+    """Exit the process, as a script's argparse error would (issue 14: it must not)."""
+    sys.exit(code)
+
+
+@tool
 async def chaos_raise(message: str) -> str:
     """Raise an exception."""
     raise RuntimeError(message)
@@ -354,6 +360,7 @@ def build_registry(extra: Sequence[object]) -> Registry:
         chaos_echo,
         chaos_big,
         chaos_raise,
+        chaos_exit,
         chaos_hang,
         chaos_hang_sync,
         chaos_weird,

@@ -131,6 +131,11 @@ class BatchPlan:
         abort_after_s: when the user aborts, if they do.
         hard_cancel_after_s: when the caller cancels ``run_batch`` itself, if it does.
         shuffled: whether the calls carry ordinals that differ from their positions.
+        recorder_free_bytes: when set, the transcript sits on the full disk with this much
+            room left, so the turn's append fails (torn, then cut back) or just fits.
+        hijacked_fallback: when set, how the fallback directory was planted before the
+            store opened (``other-owner``, ``world-writable`` or ``symlink``), with the
+            primary unusable, so every write would need it.
         faults: every fault and behaviour in the batch, counted by kind.
     """
 
@@ -149,6 +154,8 @@ class BatchPlan:
     abort_after_s: float | None = None
     hard_cancel_after_s: float | None = None
     shuffled: bool = False
+    recorder_free_bytes: int | None = None
+    hijacked_fallback: Literal["other-owner", "world-writable", "symlink"] | None = None
     faults: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -485,6 +492,13 @@ def plan_batch(seed: int, index: int) -> BatchPlan:
         if special is not None:
             draft.kind = special if special != "hostile_id" else f"hostile_id+{draft.kind}"
         drafts.append((draft, call_salt))
+    # Issue 14's faults draw from their own generator, so every earlier draw (and with it
+    # each seed's plans before them) stays as it was.
+    extra = random.Random(f"toolbatch-chaos-14:{seed}:{index}")
+    if extra.random() < 0.15:
+        exit_salt = f"{salt}c{len(drafts)}"
+        code = extra.choice([0, 2, "usage: chaos_exit [-h]"])
+        drafts.append((_Draft("custom.sys_exit", "chaos_exit", {"code": code}), exit_salt))
 
     raws: list[Any] = []
     for draft, call_salt in drafts:
@@ -570,6 +584,14 @@ def plan_batch(seed: int, index: int) -> BatchPlan:
 
     budget = _budget(rng)
     faults["budget.none" if budget is None else f"budget.{_budget_band(budget)}"] += 1
+    recorder_free: int | None = None
+    if not disk_full and extra.random() < 0.12:
+        recorder_free = extra.choice([0, 1_024, 6_000])
+        faults["recorder.full_disk"] += 1
+    hijacked: Literal["other-owner", "world-writable", "symlink"] | None = None
+    if not disk_full and not eacces and extra.random() < 0.1:
+        hijacked = extra.choice(["other-owner", "world-writable", "symlink"])
+        faults["store.hijacked_fallback"] += 1
     return BatchPlan(
         index=index,
         salt=salt,
@@ -586,6 +608,8 @@ def plan_batch(seed: int, index: int) -> BatchPlan:
         abort_after_s=abort_after,
         hard_cancel_after_s=hard_cancel,
         shuffled=shuffled,
+        recorder_free_bytes=recorder_free,
+        hijacked_fallback=hijacked,
         faults=faults,
     )
 

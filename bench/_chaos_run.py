@@ -33,6 +33,7 @@ import anyio
 import structlog
 
 from bench import _chaos_checks as checks
+from bench._chaos_boundaries import run_boundaries
 from bench._chaos_faults import (
     PY_HOOK_TIMEOUT_S,
     VICTIM_BYTES,
@@ -57,7 +58,9 @@ from bench._chaos_plan import (
 from toolbatch import (
     FunctionResponsePart,
     JsonlRecorder,
+    RecorderError,
     SchedulerConfig,
+    TextPart,
     ToolCall,
     ToolCallResponse,
     ToolScheduler,
@@ -65,6 +68,7 @@ from toolbatch import (
     load_session,
 )
 from toolbatch._environment import DEFAULT_INHERITED_ENV_VARS as HOOK_ENV_VARS
+from toolbatch._reaper import ensure_reaper
 from toolbatch.producers import ProducerContext
 from toolbatch.producers.mcp import DEFAULT_INHERITED_ENV_VARS as MCP_ENV_VARS
 from toolbatch.producers.mcp import McpServers, load_mcp_config
@@ -78,6 +82,7 @@ WATCHDOG_S: Final = 60.0
 SETTLE_S: Final = 3.0
 """How long processes get to disappear after a batch before they count as left behind."""
 MCP_START_TIMEOUT_S: Final = 60.0
+NOBODY_UID: Final = 65534
 
 VIOLATIONS: Final = {
     "order": "batches with a missing, extra or out-of-order response",
@@ -97,6 +102,9 @@ VIOLATIONS: Final = {
     "hooks_skipped": "command hooks never shown the batch (crashed inside toolbatch)",
     "raised": "run_batch raised",
     "hung": "batches hung past the watchdog",
+    "recorder": "failed transcript appends that changed the file or lost a turn",
+    "hijacked": "writes into a hijacked fallback directory",
+    "boundaries": "boundary faults not survived (deep JSON, HTTP flood, stalled reader, kill -9)",
 }
 """Every violation counter and what it counts; the campaign fails if any is above zero."""
 
@@ -275,6 +283,24 @@ def _headless_texts(order: list[CallSpec], turn: Turn, budget: int | None) -> li
     return texts
 
 
+def _hijack(kind: str, base: Path) -> Path | None:
+    """The fallback directory as another user would plant it (``None``: not possible here)."""
+    planted = base.with_name(f"{base.name}-hijacked-fallback")
+    if kind == "symlink":
+        target = base.with_name(f"{base.name}-attackers-dir")
+        target.mkdir(mode=0o700)
+        planted.symlink_to(target)
+    elif kind == "world-writable":
+        planted.mkdir()
+        planted.chmod(0o777)
+    else:
+        if os.geteuid() != 0:
+            return None
+        planted.mkdir(mode=0o700)
+        os.chown(planted, NOBODY_UID, NOBODY_UID)
+    return planted
+
+
 def _files(directory: Path) -> list[Path]:
     return sorted(directory.iterdir()) if directory.is_dir() else []
 
@@ -321,6 +347,9 @@ class _Campaign:
         warmup = max(1, min(10, options.batches // 10))
         try:
             with _planted_environment(environment), _captured_logs(self.probe):
+                # The reaper's pipe lives as long as this process: open it before the
+                # baseline, or a standalone run counts it as leaked.
+                ensure_reaper()
                 fds_at_start = checks.open_fds()
                 config = load_mcp_config(
                     {
@@ -356,6 +385,7 @@ class _Campaign:
                             await self.mcp_alive()
                             baseline = checks.open_fds()
                     report.plan_digest = plan_digest(plans)
+                    await self.boundaries()
                     await self.mcp_alive()
                     if baseline is not None:
                         problems = checks.fd_problems(baseline, checks.open_fds())
@@ -368,6 +398,15 @@ class _Campaign:
                     report.count("fds", None, after, per_batch=False)
         finally:
             self.small_disk.unmount()
+
+    async def boundaries(self) -> None:
+        """The faults from outside a batch, once per campaign (``bench._chaos_boundaries``)."""
+        faults, problems = await run_boundaries(self.work / "boundaries", self.marker)
+        self.report.faults.update(faults)
+        self.report.count("boundaries", None, problems, per_batch=False)
+        self.report.totals["boundary faults survived"] += sum(faults.values()) - len(
+            {problem.split(":", 1)[0] for problem in problems}
+        )
 
     async def mcp_alive(self) -> None:
         """Make sure the MCP server runs (restarting it if a crash left it down)."""
@@ -405,6 +444,17 @@ class _Campaign:
             report.faults["store.disk_full"] -= 1
         if plan.eacces_percent and not self.eacces:
             report.faults["store.eacces"] -= 1
+        hijacked: Path | None = None
+        if plan.hijacked_fallback is not None:
+            # Both planted under victims/, which the stray-file check leaves alone.
+            hijacked = _hijack(plan.hijacked_fallback, self.work / "victims" / name)
+            if hijacked is None:
+                report.faults["store.hijacked_fallback"] -= 1
+            else:
+                fallback = hijacked
+                blocker = self.work / "victims" / f"{name}-blocker"
+                blocker.write_text("the primary directory cannot be made here\n")
+                primary = blocker / "artifacts"
         store = ChaosStore(
             primary,
             fallback_dir=fallback,
@@ -434,6 +484,18 @@ class _Campaign:
             else []
         )
         transcript = self.work / "transcripts" / f"{name}.jsonl"
+        recorder_fault = plan.recorder_free_bytes is not None and self.small_disk.mounted
+        if plan.recorder_free_bytes is not None and not recorder_fault:
+            report.faults["recorder.full_disk"] -= 1
+        if recorder_fault:
+            transcript = self.small_disk.mount_point / name / "transcript.jsonl"
+        recorder = JsonlRecorder(transcript, session_id=f"chaos-{index}")
+        if recorder_fault:
+            # One complete record first, then the disk fills: the turn's append must fail
+            # without touching it (or fit), and every complete record must load.
+            await recorder.record_message("user", [TextPart(text=f"{plan.salt} before")])
+            self.small_disk.fill(plan.recorder_free_bytes or 0)
+        transcript_before = transcript.read_bytes() if recorder_fault else b""
         config = SchedulerConfig(
             batch_budget=plan.budget,
             concurrency=plan.concurrency,
@@ -441,7 +503,7 @@ class _Campaign:
             store=store,
             hooks=hooks,
             hook_timeout=PY_HOOK_TIMEOUT_S,
-            recorder=JsonlRecorder(transcript, session_id=f"chaos-{index}"),
+            recorder=recorder,
             session_id=f"chaos-{index}",
         )
         observer = _RawObserver()
@@ -463,6 +525,10 @@ class _Campaign:
             with anyio.move_on_after(WATCHDOG_S if limit is None else limit) as scope:
                 try:
                     turn = await scheduler.run_batch(plan.raw_calls, abort=abort, observer=observer)
+                except RecorderError as exc:
+                    turn = await self.check_failed_append(
+                        plan, exc, recorder, transcript, transcript_before
+                    )
                 except Exception as exc:  # bad input must never escape run_batch
                     report.count("raised", index, [f"{type(exc).__name__}: {exc}"], per_batch=True)
             tg.cancel_scope.cancel()
@@ -476,6 +542,9 @@ class _Campaign:
             report.totals["batches cancelled by the caller"] += 1
 
         await self.check_processes(index)
+        if hijacked is not None:
+            self.check_hijacked(plan, store, hijacked)
+            fallback = batch_dir / "fallback"  # the store's checks look at its own dirs
         self.check_store(plan, store, planted, primary, fallback)
         hook_texts = self.check_command_hooks(plan, report_dir)
         self.check_mcp_env(index, observer)
@@ -504,9 +573,51 @@ class _Campaign:
             transcript.unlink(missing_ok=True)
             inject_path.unlink(missing_ok=True)
             for entry in (self.work / "victims").iterdir():
-                entry.unlink()
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)  # a hijacked directory
+                else:
+                    entry.unlink()
         if self.small_disk.mounted:
             self.small_disk.clear()
+
+    async def check_failed_append(
+        self,
+        plan: BatchPlan,
+        exc: RecorderError,
+        recorder: JsonlRecorder,
+        transcript: Path,
+        before: bytes,
+    ) -> Turn | None:
+        """A failed append: the transcript is as it was, and once there is room again the
+        same recorder records the turn, after every earlier complete record."""
+        report, index = self.report, plan.index
+        turn = exc.turn if isinstance(exc.turn, Turn) else None
+        problems: list[str] = []
+        if plan.recorder_free_bytes is None or not self.small_disk.mounted:
+            report.count("raised", index, [f"RecorderError: {exc}"], per_batch=True)
+            return turn
+        report.totals["transcript appends failed (full disk)"] += 1
+        if turn is None:
+            problems.append("RecorderError without the turn it did not record")
+        if await anyio.Path(transcript).read_bytes() != before:
+            problems.append("the failed append changed the transcript")
+        self.small_disk.filler.unlink(missing_ok=True)
+        if turn is not None:
+            try:
+                await recorder.record_turn(turn)
+            except RecorderError as again:
+                problems.append(f"the next append failed too: {again}")
+        entries = load_session(transcript)
+        if [entry.type for entry in entries] != ["message", "tool_turn"]:
+            problems.append(f"the transcript loads as {[entry.type for entry in entries]}")
+        report.count("recorder", index, problems, per_batch=False)
+        return turn
+
+    def check_hijacked(self, plan: BatchPlan, store: ChaosStore, hijacked: Path) -> None:
+        """Nothing may be written into (or through) a fallback someone else controls."""
+        problems = checks.hijack_problems(store.written, hijacked)
+        self.report.count("hijacked", plan.index, problems, per_batch=False)
+        self.report.totals["batches with a hijacked fallback, nothing written"] += not problems
 
     async def check_processes(self, index: int | None) -> None:
         """Count marked processes still alive, each once, then end them."""
@@ -567,6 +678,7 @@ class _Campaign:
                 report.totals["planted symlinks replaced by the artifact"] += 1
         skip = {self.work / sub for sub in ("transcripts", "hookreports", "victims", "injected")}
         skip.add(self.small_disk.filler)
+        skip.add(self.small_disk.mount_point / f"b{index:04d}" / "transcript.jsonl")
         batches = self.work / "batches"
         if batches.is_dir():  # earlier batches' directories remain under --keep
             skip.update(entry for entry in batches.iterdir() if entry.name != primary.parent.name)

@@ -20,6 +20,7 @@ import pytest
 import structlog
 
 from bench import _chaos_checks as checks
+from bench._chaos_boundaries import BOUNDARY_KINDS
 from bench._chaos_faults import (
     VICTIM_BYTES,
     ChaosStore,
@@ -160,6 +161,34 @@ def test_status_checker_catches_unmarked_duplicates_and_ignored_stops() -> None:
     assert checks.status_problems(unknown, [_response("u")], stopped=False, stop_reason=None)
     assert problems(good, stopped=True)  # a stop that left no stop_reason
     assert problems(good, stopped=True, stop_reason="policy") == []
+
+
+def test_status_checker_catches_a_sys_exit_that_was_not_an_error() -> None:
+    """sys.exit in a tool must be that call's error, naming SystemExit."""
+    spec = CallSpec(
+        kind="custom.sys_exit",
+        raw={"id": "x", "name": "chaos_exit", "args": {"code": 2}},
+        id="x",
+        name="chaos_exit",
+        expect="run",
+        sort_key=(0, 0),
+    )
+    fine = _response("x", "chaos_exit", status="error", error="tool failed: SystemExit: 2")
+    assert checks.status_problems([spec], [fine], stopped=False, stop_reason=None) == []
+    quiet = _response("x", "chaos_exit")
+    assert checks.status_problems([spec], [quiet], stopped=False, stop_reason=None)
+
+
+def test_hijack_checker_catches_a_write_into_the_planted_directory(tmp_path: Path) -> None:
+    """An artifact the store wrote there, or a file that appeared through a symlink."""
+    target = tmp_path / "attackers"
+    target.mkdir()
+    planted = tmp_path / "fallback"
+    planted.symlink_to(target)
+    assert checks.hijack_problems([], planted) == []
+    (target / "tool-out.txt").write_text("leaked")
+    assert checks.hijack_problems([], planted)
+    assert checks.hijack_problems([planted / "tool-out.txt"], planted)
 
 
 def test_budget_checker_catches_text_over_the_budget() -> None:
@@ -480,8 +509,13 @@ def test_short_campaign_really_injects_its_faults(ci_report: CampaignReport) -> 
         "duplicate",
         "malformed",
         "budget.tiny",
+        "custom.sys_exit",
+        "store.hijacked_fallback",
+        *BOUNDARY_KINDS,
     ):
         assert faults[kind] > 0, kind
+    assert totals["boundary faults survived"] == len(BOUNDARY_KINDS)
+    assert totals["batches with a hijacked fallback, nothing written"] > 0
     assert totals["batches"] == CI_BATCHES
     assert totals["artifacts written"] > 0
     assert totals["artifacts in the fallback directory"] > 0
@@ -493,3 +527,5 @@ def test_short_campaign_really_injects_its_faults(ci_report: CampaignReport) -> 
         assert totals["primary writes refused (EACCES)"] > 0
     if "store.disk_full" not in ci_report.skipped:
         assert faults["store.disk_full"] > 0
+        assert faults["recorder.full_disk"] > 0
+        assert totals["transcript appends failed (full disk)"] > 0

@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
         "_text",
         "_descriptor_io",
         "_media",
+        "_json_limits",
         "telemetry",
     },
     {"artifacts", "_artifact_home"},

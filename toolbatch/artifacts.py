@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import re
@@ -55,6 +56,10 @@ MAX_ID_CHARS: Final = 64
 MAX_TOOL_CHARS: Final = 32
 DIGEST_HEX_CHARS: Final = 24
 CLEANUP_S: Final = 5.0
+COMPARE_CHUNK_BYTES: Final = 1 * 2**20
+"""A file considered for reuse is compared with the new content this much at a time."""
+TEMP_PREFIX: Final = ".tmp-"
+TEMP_SUFFIX: Final = ".part"
 
 _IOV_MAX: Final = 512
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
@@ -101,18 +106,143 @@ def _existing_size(path: Path) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
-def _ensure_dir(directory: Path) -> None:
-    if not os.path.exists(directory):
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    elif not directory.is_dir():
+class UnsafeDirectory(PermissionError):
+    """A directory the store refuses to write to: not a private directory of this user."""
+
+
+def check_private_dir(directory: Path) -> None:
+    """Raise ``UnsafeDirectory`` unless ``directory`` is a real directory of this user that
+    no one else may write to (not a symlink, owned by the effective uid, no group or other
+    write bit).
+
+    Why that is enough: nobody else can add, replace or rename entries in it, and the
+    entry of the directory itself cannot be swapped in a sticky parent such as ``/tmp``.
+    """
+    info = os.lstat(directory)
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "is a symlink"
+    elif not stat.S_ISDIR(info.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(directory))
+    elif info.st_uid != os.geteuid():
+        problem = f"is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})"
+    elif info.st_mode & 0o022:
+        problem = f"is writable by others (mode {stat.S_IMODE(info.st_mode):#o})"
+    if problem is not None:
+        raise UnsafeDirectory(
+            errno.EPERM,
+            f"refused: it {problem}; artifacts go only to a directory of this user that no "
+            f"one else can write (remove it, or choose another)",
+            str(directory),
+        )
+
+
+def _holds(directory: Path, path: Path, size: int, content: bytes | int) -> bool:
+    """Whether ``path`` is a private regular file of this user whose bytes are ``content``
+    (bytes, or the first ``size`` bytes of an open file descriptor)."""
+    try:
+        check_private_dir(directory)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or info.st_size != size
+            or info.st_uid != os.geteuid()
+            or info.st_mode & 0o022
+        ):
+            return False
+        offset = 0
+        while offset < size:
+            chunk = os.pread(fd, min(COMPARE_CHUNK_BYTES, size - offset), offset)
+            if not chunk:
+                return False
+            if isinstance(content, bytes):
+                expected = content[offset : offset + len(chunk)]
+            else:
+                expected = os.pread(content, len(chunk), offset)
+            if chunk != expected:
+                log.warning("artifacts.reuse_refused", path=str(path), reason="other content")
+                return False
+            offset += len(chunk)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _ensure_dir(directory: Path) -> None:
+    if not os.path.lexists(directory):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_private_dir(directory)
 
 
 def _open_temp(directory: Path) -> tuple[int, str]:
+    """A new temp part in ``directory``, locked (``flock``) by this writer until it closes.
+
+    The lock is how a store opening the directory tells a live writer's part from a dead
+    one's (``sweep_stale_parts``). Should a sweep take the part in the instant between its
+    creation and the lock, the part is gone from the directory: make another.
+    """
     _ensure_dir(directory)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            still_ours = os.lstat(tmp).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            still_ours = False
+        if still_ours:
+            break
+        os.close(fd)
     os.fchmod(fd, 0o600)
     return fd, tmp
+
+
+def sweep_stale_parts(directory: Path) -> int:
+    """Remove the temp parts of dead writers from ``directory``; how many were removed.
+
+    Every writer holds an exclusive ``flock`` on its part from creation until the part is
+    published or removed, and the kernel drops it when the process ends, however it ends
+    (``kill -9`` too). So a part whose lock can be taken has no live writer: it is removed.
+    A part a live writer holds (in this process or another, on this machine) is left
+    alone. Only regular files named ``.tmp-*.part`` are looked at; a directory that is not
+    this user's private one is not touched.
+    """
+    try:
+        check_private_dir(directory)
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    removed = 0
+    for entry in entries:
+        if not (entry.name.startswith(TEMP_PREFIX) and entry.name.endswith(TEMP_SUFFIX)):
+            continue
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live writer holds it
+            if os.lstat(entry.path).st_ino == info.st_ino:
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    if removed:
+        log.info("artifacts.stale_parts_removed", directory=str(directory), files=removed)
+    return removed
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -131,17 +261,13 @@ def _write_file(directory: Path, name: str, data: bytes) -> Path:
         while view:
             view = view[os.write(fd, view[:WRITE_CHUNK_BYTES]) :]
         os.fsync(fd)
+        final = directory / name
+        _publish(tmp, final)  # still open, so still locked: no sweep can take it
     except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    finally:
         os.close(fd)
-        _unlink_quietly(tmp)
-        raise
-    os.close(fd)
-    final = directory / name
-    try:
-        _publish(tmp, final)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
     return final
 
 
@@ -171,7 +297,15 @@ class ArtifactStore:
     Args:
         root: the primary directory, created with mode 0700 if missing.
         fallback_dir: where to write when ``root`` cannot be written (default: a per-user
-            0700 directory under the system temp dir).
+            0700 directory under the system temp dir, ``toolbatch-fallback-<uid>``).
+
+    Either directory is used only while it is a real directory of this user that no one
+    else can write (``check_private_dir``): one another user created first (the fallback
+    name is predictable), a symlink, or one open to group or others is refused with a
+    warning (``artifacts.fallback_refused``, ``artifacts.primary_failed``) and the store
+    carries on with the other one, or with none (then the finalizer goes on without a file
+    reference). Opening a store removes the temp parts of dead writers from both
+    (``sweep_stale_parts``).
         max_file_bytes: the per-file cap in UTF-8 bytes.
         max_total_bytes: the cap on all bytes this store writes.
 
@@ -211,6 +345,22 @@ class ArtifactStore:
             _ensure_dir(self.root)
         except OSError as exc:
             log.warning("artifacts.root_unavailable", root=str(self.root), error=str(exc))
+        else:
+            sweep_stale_parts(self.root)
+        self._open_fallback()
+
+    def _open_fallback(self) -> None:
+        """Check an existing fallback directory now (it is created only when needed)."""
+        if self.fallback_dir == self.root or not os.path.lexists(self.fallback_dir):
+            return
+        try:
+            check_private_dir(self.fallback_dir)
+        except OSError as exc:
+            log.warning(
+                "artifacts.fallback_refused", directory=str(self.fallback_dir), error=str(exc)
+            )
+            return
+        sweep_stale_parts(self.fallback_dir)
 
     @property
     def bytes_used(self) -> int:
@@ -253,10 +403,17 @@ class ArtifactStore:
     def _release(self, nbytes: int) -> None:
         self._used = max(0, self._used - nbytes)
 
-    def _find_existing(self, name: str, size: int) -> Path | None:
+    def _find_existing(self, name: str, size: int, content: bytes | int) -> Path | None:
+        """An artifact already holding ``content`` (bytes, or an open file's) at ``name``.
+
+        A file with the right name and size is reused only when its bytes are ``content``
+        (compared in full, which is stronger than comparing digests), it is a regular file
+        of this user that no one else can write, and its directory is a private one: a
+        planted file with an artifact's name and size is never reused.
+        """
         for directory in (self.root, self.fallback_dir):
             path = directory / name
-            if _existing_size(path) == size:
+            if _existing_size(path) == size and _holds(directory, path, size, content):
                 return path
         return None
 
@@ -302,7 +459,7 @@ class ArtifactStore:
     async def _persist_named(self, name: str, data: bytes, call_id: str) -> Path:
         while (pending := self._inflight.get(name)) is not None:
             await pending.wait()
-        existing = self._find_existing(name, len(data))
+        existing = self._find_existing(name, len(data), data)
         if existing is not None:
             log.debug("artifacts.reused", path=str(existing), bytes=len(data))
             return existing
@@ -608,22 +765,23 @@ class ArtifactStream:
         assert self._file is not None
         assert self._hasher is not None
         handle = self._file
-        os.fsync(handle.fd)
-        os.close(handle.fd)
-        name = self.store.artifact_name(
-            self.call_id, self.tool_name, self._hasher.hexdigest(), self.suffix
-        )
-        existing = self.store._find_existing(name, self.bytes_kept)
         self._file = None
-        if existing is not None:
-            _unlink_quietly(handle.tmp)
-            return existing, True
-        final = handle.directory / name
         try:
-            _publish(handle.tmp, final)
+            os.fsync(handle.fd)
+            name = self.store.artifact_name(
+                self.call_id, self.tool_name, self._hasher.hexdigest(), self.suffix
+            )
+            existing = self.store._find_existing(name, self.bytes_kept, handle.fd)
+            if existing is not None:
+                _unlink_quietly(handle.tmp)
+                return existing, True
+            final = handle.directory / name
+            _publish(handle.tmp, final)  # still open, so still locked: no sweep can take it
         except OSError:
             _unlink_quietly(handle.tmp)
             raise
+        finally:
+            os.close(handle.fd)
         return final, False
 
     async def discard(self) -> None:

@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import io
 import os
 import shutil
 import signal
@@ -63,7 +64,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TextIO, get_args
+from typing import TYPE_CHECKING, BinaryIO, Final, TextIO, get_args
 
 import anyio
 import structlog
@@ -75,6 +76,7 @@ from toolbatch._artifact_home import (
     remove_sessions,
     sessions_dir,
 )
+from toolbatch._json_limits import JsonTooDeep
 from toolbatch._wire import (
     FileDataPart,
     FunctionResponsePart,
@@ -86,7 +88,7 @@ from toolbatch._wire import (
     Turn,
 )
 from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve_acp
-from toolbatch.errors import ConfigError, ToolbatchError
+from toolbatch.errors import ConfigError, RecorderError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
 from toolbatch.producers import SandboxMode, ShellEnvMode
@@ -99,6 +101,7 @@ from toolbatch.scheduler import (
     default_registry,
 )
 from toolbatch.service import (
+    MAX_MESSAGE_BYTES,
     BatchRunParams,
     CallObserver,
     batch_result,
@@ -108,6 +111,9 @@ from toolbatch.service import (
 )
 from toolbatch.telemetry import export_from_environment
 from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = ["main"]
 
@@ -121,6 +127,9 @@ EXIT_BROKEN_PIPE: Final = 141
 """128 + SIGPIPE, what a shell reports for a command whose reader went away."""
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
+MAX_BATCH_BYTES: Final = MAX_MESSAGE_BYTES
+"""The largest batch ``run`` reads (64 MiB, a ``serve`` request's limit); its nesting is
+limited like every input's (``toolbatch._json_limits.MAX_JSON_DEPTH``, 128 levels)."""
 STATUS_LINE_MIN_INTERVAL_S: Final = 0.1
 """The terminal status line is redrawn at most this often (progress can be chatty)."""
 
@@ -415,6 +424,7 @@ def _duration(text: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``toolbatch`` command line and return its exit code."""
+    _CLOSED_AT_START.update(_reopen_closed_standard_fds())
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     try:
@@ -457,8 +467,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> None:
-    sys.stderr.write(message.rstrip("\n") + "\n")
-    sys.stderr.flush()
+    try:
+        sys.stderr.write(message.rstrip("\n") + "\n")
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):  # no stderr to tell: the exit code does
+        pass
+
+
+_CLOSED_AT_START: Final[set[int]] = set()
+"""Which of descriptors 0, 1 and 2 were closed when ``main`` started (now /dev/null)."""
+
+
+def _reopen_closed_standard_fds() -> set[int]:
+    """Put ``/dev/null`` on whichever of 0, 1 and 2 is closed; return which were.
+
+    A closed stdout must not let the next file opened (a transcript, an artifact) become
+    descriptor 1, where a child process or a stray print would write into it.
+    """
+    closed = set()
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.add(fd)
+    for fd in sorted(closed):
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+    return closed
 
 
 # -- the runtime behind run and serve ----------------------------------------------------
@@ -621,6 +658,17 @@ def _status_for(stream: TextIO) -> _TerminalStatus | None:
 # -- run ---------------------------------------------------------------------------------
 
 
+def _read_limited(stream: BinaryIO, where: str) -> bytes:
+    """At most ``MAX_BATCH_BYTES`` of ``stream`` (``/dev/zero`` included), else a usage error."""
+    data = stream.read(MAX_BATCH_BYTES + 1)
+    if len(data) > MAX_BATCH_BYTES:
+        raise _UsageError(
+            f"the batch in {where} is larger than {MAX_BATCH_BYTES:,} bytes (the limit of one "
+            f"batch, as for a toolbatch serve request); split it into several batches"
+        )
+    return data
+
+
 def _read_batch(source: str) -> BatchRunParams:
     if source == "-":
         if sys.stdin is None or sys.stdin.isatty():
@@ -628,17 +676,18 @@ def _read_batch(source: str) -> BatchRunParams:
                 "no batch given and stdin is a terminal; pass a batch file "
                 "(toolbatch run batch.json) or pipe JSON in (... | toolbatch run -)"
             )
-        data = sys.stdin.buffer.read()
         where = "stdin"
+        data = _read_limited(sys.stdin.buffer, where)
     else:
+        where = repr(source)
         try:
-            data = Path(source).read_bytes()
+            with open(source, "rb") as stream:
+                data = _read_limited(stream, where)
         except OSError as exc:
             raise _UsageError(
                 f"cannot read the batch file {source!r}: {exc.strerror or exc}; pass a "
                 f"readable JSON file, or - to read stdin"
             ) from None
-        where = repr(source)
     if not data.strip():
         raise _UsageError(
             f"the batch in {where} is empty; give a JSON list of calls or "
@@ -646,6 +695,8 @@ def _read_batch(source: str) -> BatchRunParams:
         )
     try:
         document = loads_json(data)
+    except JsonTooDeep as exc:
+        raise _UsageError(f"the batch in {where} is refused: {exc}") from None
     except ValueError as exc:
         raise _UsageError(
             f"the batch in {where} is not valid JSON: {exc}; give a JSON list of calls or "
@@ -657,16 +708,106 @@ def _read_batch(source: str) -> BatchRunParams:
         raise _UsageError(f"the batch in {where} has the wrong shape: {exc}") from None
 
 
-def _open_dual_output(path: str | None) -> TextIO | None:
+class _RecordingRaw(io.RawIOBase):
+    """A descriptor that never raises on write: the first error is kept, the bytes dropped."""
+
+    def __init__(self, fd: int, *, close_fd: bool) -> None:
+        super().__init__()
+        self._fd = fd
+        self._close_fd = close_fd
+        self.failure: OSError | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def write(self, data: ReadableBuffer) -> int:
+        size = len(memoryview(data))
+        if self.failure is None:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._fd, view) :]
+            except OSError as exc:
+                self.failure = exc
+        return size
+
+    def close(self) -> None:
+        if not self.closed and self._close_fd:
+            try:
+                os.close(self._fd)
+            except OSError as exc:
+                self.failure = self.failure or exc
+        super().close()
+
+
+class _Output:
+    """Where ``run`` writes: a UTF-8 text stream that keeps going when its descriptor fails.
+
+    A full disk, ``/dev/full`` or a reader that went away must not stop the other outputs
+    (stdout, the Dual Output sidecar) from getting the results: each write error is kept
+    (``failure``) and reported once the run is over, as one line naming the output and
+    the fix.
+    """
+
+    def __init__(self, fd: int, name: str, *, close_fd: bool) -> None:
+        self.name = name
+        self._raw = _RecordingRaw(fd, close_fd=close_fd)
+        self.text = io.TextIOWrapper(
+            io.BufferedWriter(self._raw),
+            encoding="utf-8",
+            errors="backslashreplace",
+            newline="\n",
+        )
+
+    @property
+    def failure(self) -> OSError | None:
+        return self._raw.failure
+
+    def close(self) -> None:
+        try:
+            self.text.close()
+        except (OSError, ValueError) as exc:  # closing flushes; the raw layer never raises
+            log.debug("cli.output_close_failed", output=self.name, error=str(exc))
+
+
+def _open_dual_output(path: str | None) -> _Output | None:
     if path is None:
         return None
     try:
-        return open(path, "w", encoding="utf-8", newline="\n")  # closed by run
+        # 0600: the sidecar holds tool output, which may hold secrets.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise _UsageError(
             f"cannot write the dual output file {path!r}: {exc.strerror or exc}; pass a "
             f"path in a writable directory"
         ) from None
+    return _Output(fd, f"the dual output file {path!r}", close_fd=True)
+
+
+def _stdout_output() -> _Output | None:
+    """stdout as an ``_Output`` when it is this process's descriptor 1 (not a test's)."""
+    if 1 in _CLOSED_AT_START:  # /dev/null now: written to, reported as closed
+        return _Output(1, "stdout", close_fd=False)
+    try:
+        if sys.stdout is not None and sys.stdout.fileno() == 1:
+            sys.stdout.flush()
+            return _Output(1, "stdout", close_fd=False)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return None
+
+
+def _output_failure_line(output: _Output, exc: OSError) -> str:
+    if output.name == "stdout":
+        fix = "free space where stdout goes, or redirect it to a writable file"
+        if isinstance(exc, BrokenPipeError):
+            fix = "keep the reader of stdout open until the run ends"
+    else:
+        fix = "free space there, or pass another --dual-output path"
+    return f"toolbatch run: cannot write the results to {output.name}: {exc.strerror or exc}; {fix}"
 
 
 def _command_run(args: argparse.Namespace) -> int:
@@ -676,15 +817,53 @@ def _command_run(args: argparse.Namespace) -> int:
         budget = budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
     else:
         budget = batch.resolve_budget(DEFAULT_BATCH_BUDGET_CHARS)
+    stdout_closed = 1 in _CLOSED_AT_START
+    if stdout_closed and args.dual_output is None and args.record is None:
+        raise _UsageError(
+            "stdout is closed and neither --dual-output nor --record is given, so the "
+            "results would go nowhere; run it with stdout open, or pass --dual-output PATH"
+        )
     sidecar = _open_dual_output(args.dual_output)
-    stdout = sys.stdout
-    if hasattr(stdout, "reconfigure"):
+    main_output = _stdout_output()
+    stdout = main_output.text if main_output is not None else sys.stdout
+    if main_output is None and hasattr(stdout, "reconfigure"):
         stdout.reconfigure(encoding="utf-8", errors="backslashreplace")
+    failures: list[str] = []
     try:
-        return anyio.run(_run_batch, args, batch, config, budget, stdout, sidecar)
+        code = anyio.run(
+            _run_batch,
+            args,
+            batch,
+            config,
+            budget,
+            stdout,
+            None if sidecar is None else sidecar.text,
+            failures,
+        )
     finally:
-        if sidecar is not None:
-            sidecar.close()
+        for output in (main_output, sidecar):
+            if output is not None:
+                output.close()
+    broken_pipe = False
+    for output in (main_output, sidecar):
+        if output is not None and output.failure is not None:
+            broken_pipe = broken_pipe or (
+                output is main_output and isinstance(output.failure, BrokenPipeError)
+            )
+            if not broken_pipe:
+                failures.append(_output_failure_line(output, output.failure))
+    if stdout_closed:
+        failures.append(
+            "toolbatch run: stdout is closed, so the results were not printed (they are in "
+            "--dual-output or --record); run it with stdout open to see them"
+        )
+    for line in failures:
+        _fail(line)
+    if code == EXIT_INTERRUPTED:
+        return code
+    if broken_pipe and not failures:
+        return EXIT_BROKEN_PIPE  # the reader went away (| head): quiet, as cat is
+    return EXIT_FAILURE if failures or broken_pipe else code
 
 
 async def _run_batch(
@@ -694,6 +873,7 @@ async def _run_batch(
     budget: int | None,
     stdout: TextIO,
     sidecar: TextIO | None,
+    failures: list[str],
 ) -> int:
     calls = batch.tool_calls()
     if args.record is not None:
@@ -715,9 +895,16 @@ async def _run_batch(
         started = time.perf_counter()
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch_signals)
-            turn = await backend.run_batch(
-                calls, budget=budget, abort=abort, observer=_SilentObserver()
-            )
+            try:
+                turn = await backend.run_batch(
+                    calls, budget=budget, abort=abort, observer=_SilentObserver()
+                )
+            except RecorderError as exc:
+                if not isinstance(exc.turn, Turn):
+                    raise
+                # The calls ran: their results are still shown, the failure reported after.
+                turn = exc.turn
+                failures.append(f"toolbatch run: --record failed: {exc}")
             tg.cancel_scope.cancel()
         names = [declaration.name for declaration in backend.declarations()]
     used = turn.content_length

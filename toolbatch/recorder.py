@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,12 @@ class JsonlRecorder:
     Args:
         path: the transcript file (created 0600 with its directory if missing). An existing
             transcript is appended to; a torn last line left by a crash is cut off first.
+
+    A failed append (a full disk, an I/O error, a failed fsync) raises ``RecorderError`` and
+    leaves the file exactly as it was: it is cut back to its size before the append, so
+    every complete record stays loadable and the next append, once there is room, works.
+    (If even the cut fails, the next append cuts the fragment first.) A turn whose record
+    raised was not recorded; the scheduler hands it to the runtime as ``exc.turn``.
         session_id: stored in each record (default: the file's stem).
     """
 
@@ -147,6 +154,7 @@ class JsonlRecorder:
         self.path = Path(path)
         self.session_id = session_id if session_id is not None else self.path.stem
         self._seq: int | None = None
+        self._torn = False
         self._lock = anyio.Lock()
 
     async def record_turn(self, turn: Turn, *, kinds: Sequence[ResponseKind] | None = None) -> None:
@@ -208,13 +216,20 @@ class JsonlRecorder:
         async with self._lock:
             if self._seq is None:
                 self._seq = await anyio.to_thread.run_sync(self._prepare)
-            self._seq += 1
+            seq = self._seq + 1
             line = _encode_line(
-                {**record, "v": RECORD_VERSION, "seq": self._seq, "session_id": self.session_id}
+                {**record, "v": RECORD_VERSION, "seq": seq, "session_id": self.session_id}
             )
             with anyio.CancelScope(shield=True):
                 # Shielded: once started, a record is either fully on disk or not at all.
-                await anyio.to_thread.run_sync(self._write, line)
+                try:
+                    await anyio.to_thread.run_sync(self._write, line)
+                except RecorderError:
+                    if self._torn:  # the file may end in a fragment: the next append cuts it
+                        self._seq = None
+                        self._torn = False
+                    raise
+            self._seq = seq
 
     def _prepare(self) -> int:
         """Create the file if needed, cut a torn last line, and return the last seq."""
@@ -245,21 +260,48 @@ class JsonlRecorder:
             return 0
 
     def _write(self, line: bytes) -> None:
+        """Append ``line`` and fsync it, or leave the file exactly as it was and raise.
+
+        A failed write or fsync (a full disk, an I/O error) is undone by cutting the file
+        back to its size before the append, so the next record never follows a fragment.
+        """
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise self._append_error(exc) from exc
+        try:
+            info = os.fstat(fd)
+            start = info.st_size
             try:
                 view = memoryview(line)
                 while view:
                     view = view[os.write(fd, view) :]
                 os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise RecorderError(
-                f"cannot append to transcript {str(self.path)!r}: {exc}; free disk space or "
-                f"choose another path",
-                path=self.path,
-            ) from exc
+            except OSError as exc:
+                error = self._append_error(exc)
+                if not stat.S_ISREG(info.st_mode):
+                    raise error from exc  # a device or a pipe: nothing kept to cut back
+                try:
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
+                except OSError as cut_error:
+                    log.error(
+                        "recorder.append_not_undone", path=str(self.path), error=str(cut_error)
+                    )
+                    self._torn = True
+                    raise error from exc
+                log.info("recorder.append_undone", path=str(self.path), error=str(exc))
+                raise error from exc
+        finally:
+            os.close(fd)
+
+    def _append_error(self, exc: OSError) -> RecorderError:
+        return RecorderError(
+            f"cannot append to transcript {str(self.path)!r}: {exc.strerror or exc}; the turn "
+            f"was not recorded (the transcript is as it was); free disk space or choose "
+            f"another path",
+            path=self.path,
+        )
 
 
 def _line_start_before(fd: int, end: int) -> int:
@@ -328,12 +370,23 @@ def _rebuild_tool_turn(record: dict[str, Any], parts: list[Part]) -> RecordedTur
     )
 
 
+_RECORD_START: Final = b'{"type":'
+
+
+def _parse_record(raw: bytes) -> tuple[dict[str, Any], list[Part]]:
+    record = json.loads(raw)
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    return record, parts_adapter.validate_python(record.get("parts", []))
+
+
 def load_session(path: str | os.PathLike[str]) -> list[RecordedTurn]:
     """Read a transcript back, in order.
 
-    The parts of each entry compare equal (byte for byte after JSON serialization) to what
-    was sent. A torn last line is skipped with a warning; a damaged line elsewhere is
-    skipped with a warning too, and nothing around it is lost.
+    Every completely recorded entry is returned; the parts of each compare equal (byte for
+    byte after JSON serialization) to what was sent. A torn last line is skipped with a
+    warning; a damaged line elsewhere is skipped with a warning too, and nothing around it
+    is lost (a complete record glued to a torn fragment by an older version is kept).
 
     Raises:
         RecorderError: the file cannot be read.
@@ -350,14 +403,21 @@ def load_session(path: str | os.PathLike[str]) -> list[RecordedTurn]:
             continue
         is_last = number == len(lines)
         try:
-            record = json.loads(raw)
-            if not isinstance(record, dict):
-                raise ValueError("not a JSON object")
-            parts = parts_adapter.validate_python(record.get("parts", []))
+            record, parts = _parse_record(raw)
         except (ValueError, ValidationError) as exc:
-            event = "recorder.torn_last_line" if is_last else "recorder.bad_line"
-            log.warning(event, path=str(source), line=number, error=str(exc)[:200])
-            continue
+            # A record glued to a torn fragment (written before appends were undone on
+            # failure) still starts with its own '{"type":', which ASCII JSON cannot hold
+            # inside a string: keep the complete record after the fragment.
+            start = raw.rfind(_RECORD_START)
+            try:
+                if start <= 0:
+                    raise
+                record, parts = _parse_record(raw[start:])
+                log.warning("recorder.fragment_skipped", path=str(source), line=number)
+            except (ValueError, ValidationError):
+                event = "recorder.torn_last_line" if is_last else "recorder.bad_line"
+                log.warning(event, path=str(source), line=number, error=str(exc)[:200])
+                continue
         kind = record.get("type", "tool_turn")
         if kind == "tool_turn":
             entries.append(_rebuild_tool_turn(record, parts))

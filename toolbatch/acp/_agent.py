@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import signal
 import uuid
@@ -266,7 +267,9 @@ def _trace_line(session_id: str, message: Message) -> str:
 
 
 def _append_line(path: Path, line: str) -> None:
-    with path.open("a", encoding="ascii") as file:
+    # Created 0600: the trace holds what the model receives, tool output (secrets) among it.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "a", encoding="ascii") as file:
         file.write(line)
 
 

@@ -16,6 +16,7 @@ or ``/dev/null``, which asyncio's pipe transports refuse.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections import deque
@@ -25,6 +26,7 @@ import anyio
 import structlog
 
 from toolbatch._descriptor_io import DescriptorIO, LineSplitter, Oversized
+from toolbatch._json_limits import MAX_JSON_DEPTH, json_too_deep, top_level_member
 from toolbatch.transports import dumps_json_line, project_acp_update
 
 __all__ = ["MAX_INCOMING_LINE_BYTES", "SESSION_UPDATE", "AcpStdioTransport", "project_message"]
@@ -34,6 +36,7 @@ log = structlog.get_logger("toolbatch.acp")
 SESSION_UPDATE: Final = "session/update"
 MAX_INCOMING_LINE_BYTES: Final = 64 * 2**20
 """A longer incoming line is dropped (logged); ACP's own default limit is 50 MiB."""
+INVALID_REQUEST: Final = -32600
 CLOSE_FLUSH_S: Final = 5.0
 """How long closing waits for a reader to take the messages still queued."""
 
@@ -72,6 +75,12 @@ class AcpStdioTransport:
     has been answered, or when the agent asks the client something (no answer can come).
     A message sent after ``close`` is dropped (logged), except a request, which raises
     ``ConnectionError``.
+
+    Limits on what arrives: a line over ``MAX_INCOMING_LINE_BYTES`` (64 MiB) is dropped and
+    logged; a line nested deeper than ``MAX_JSON_DEPTH`` (128 levels of arrays and objects,
+    ``toolbatch._json_limits``) is never parsed: a request among them is answered with a
+    JSON-RPC ``-32600`` error under its id, anything else is logged. Either way the
+    connection goes on with the next line.
 
     Args:
         input_fd: where messages arrive, one JSON object per line.
@@ -135,6 +144,9 @@ class AcpStdioTransport:
                 continue
             if not line.strip():
                 continue
+            if json_too_deep(line, MAX_JSON_DEPTH):
+                await self._refuse_deep(line)
+                continue
             try:
                 message = json.loads(line)
             except ValueError as exc:
@@ -146,6 +158,20 @@ class AcpStdioTransport:
             if "method" in message and "id" in message:
                 self._unanswered.add(_id_key(message["id"]))
             return message
+
+    async def _refuse_deep(self, line: bytes) -> None:
+        """A line nested too deep to parse safely: answer its request, if any, and go on."""
+        log.warning("acp.frame_too_deep", limit=MAX_JSON_DEPTH, bytes=len(line))
+        request_id = top_level_member(line, "id")
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int | float):
+            return  # a notification, or no id that can be read: nothing to answer
+        message = (
+            f"request refused: JSON nested deeper than {MAX_JSON_DEPTH} levels of arrays and "
+            f"objects; send flatter data"
+        )
+        error = {"code": INVALID_REQUEST, "message": message}
+        with contextlib.suppress(OSError):
+            await self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     async def _next_line(self) -> bytes | Oversized | None:
         while not self._lines:

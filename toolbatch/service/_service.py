@@ -51,12 +51,27 @@ process left behind. ``batch/cancel`` and ``shutdown`` may also be sent as notif
 with an error: a bad one is logged and dropped.
 
 Errors: ``-32700`` a line that is not JSON, ``-32600`` a message that is not a request
-(including JSON-RPC batch arrays, which are not supported) or a ``batch/run`` id already in
-flight, ``-32601`` an unknown method, ``-32602`` bad params, ``-32603`` an internal error.
+(including JSON-RPC batch arrays, which are not supported), a ``batch/run`` id already in
+flight, a line longer than ``MAX_MESSAGE_BYTES`` (64 MiB; answered with id ``null``) or
+nested deeper than ``MAX_JSON_DEPTH`` (128 levels, ``toolbatch._json_limits``; answered under
+the request's id when it can be read without parsing, else ``null``), ``-32601`` an
+unknown method, ``-32602`` bad params, ``-32603`` an internal error.
 Each message names the problem and the fix. The service never dies of bad input.
 
 End of input: when stdin closes, batches in flight run to the end and answer, then the
 service exits. SIGTERM and SIGINT cancel them (they still answer), then it exits.
+
+Backpressure and memory. Output is queued for one writer task; while more than
+``OUTPUT_HIGH_WATER_BYTES`` (8 MiB) wait to be written (the client stopped reading its
+stdout), the service reads no new request, so a client that stalls gets its own writes
+blocked instead of the service buffering without limit. Meanwhile progress reports that
+carry a ``message`` are dropped (a newer one follows); the ``queued``, ``running`` and
+final status notifications never are, so memory is bounded by the batches already in
+flight. A ``batch/run`` answer is not built whole: it is serialized ``STREAM_SLICE``
+(1,000) responses at a time as the writer reaches it, and what was written is released; a
+running batch keeps only its calls, not its parsed request. Input limits: a line of at
+most ``MAX_MESSAGE_BYTES`` (64 MiB) nested at most ``MAX_JSON_DEPTH`` (128) levels; either
+excess is a ``-32600`` for that line only.
 """
 
 from __future__ import annotations
@@ -68,7 +83,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
 import anyio
@@ -79,6 +94,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from toolbatch._descriptor_io import DescriptorIO, LineSplitter, Oversized
+from toolbatch._json_limits import (
+    ABSENT,
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    check_json_depth,
+    top_level_member,
+)
 from toolbatch._wire import Part, ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import budget_from_wire
@@ -125,6 +147,11 @@ MAX_MESSAGE_BYTES: Final = 64 * 2**20
 """The longest request line accepted; a longer one is discarded and answered with -32600."""
 WRITE_COALESCE_BYTES: Final = 1 * 2**20
 """Queued output lines are joined into writes of up to this many bytes."""
+OUTPUT_HIGH_WATER_BYTES: Final = 8 * 2**20
+"""Backpressure: while more than this is queued for stdout, no new request is read and
+progress reports with a message are dropped (status changes never are)."""
+STREAM_SLICE: Final = 1_000
+"""A ``batch/run`` answer is serialized this many responses (or parts) at a time."""
 SHUTDOWN_GRACE_S: Final = 30.0
 """How long cancelled batches get to stop their tools and answer before they are cut off."""
 
@@ -216,12 +243,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
 
 
-def loads_json(data: bytes | str) -> Any:
-    """Parse one JSON document strictly (UTF-8; no NaN or Infinity).
+def loads_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse one JSON document strictly (UTF-8; no NaN or Infinity; at most ``max_depth``
+    levels of arrays and objects, checked before parsing).
 
     Raises:
+        JsonTooDeep: the document nests deeper than ``max_depth`` (a ``ValueError``).
         ValueError: the text is not JSON; the message says where.
     """
+    check_json_depth(data, max_depth)
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -391,7 +421,7 @@ class _BatchProgress:
         }
         if message is not None:
             params["message"] = message
-        self._service.notify("batch/progress", params)
+        self._service.notify("batch/progress", params, droppable=message is not None)
 
     def queued(self, calls: Sequence[ToolCall]) -> None:
         for call in calls:
@@ -413,7 +443,7 @@ class _Service:
     def __init__(
         self,
         backend: BatchBackend,
-        outgoing: MemoryObjectSendStream[str],
+        outgoing: MemoryObjectSendStream[_Item],
         *,
         server_name: str,
         server_version: str,
@@ -432,24 +462,56 @@ class _Service:
         self._shutdown_requested = False
         self._stopping = False
         self._loop_thread = threading.get_ident()
+        self._queued_bytes = 0
+        self._room: anyio.Event | None = None
+        self.progress_dropped = 0
 
     # -- output
 
     def _send(self, message: dict[str, Any]) -> None:
-        line = dumps_json_line(message) + "\n"
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._outgoing.send_nowait(line)
+        self._enqueue(dumps_json_line(message) + "\n")
 
-    def notify(self, method: str, params: dict[str, JsonValue]) -> None:
+    def _enqueue(self, item: _Item) -> None:
+        if isinstance(item, str):
+            self._queued_bytes += len(item)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._outgoing.send_nowait(item)
+
+    def written(self, chars: int) -> None:
+        """The writer wrote ``chars`` of queued lines: let reading go on below the mark."""
+        self._queued_bytes -= chars
+        if self._room is not None and self._queued_bytes <= OUTPUT_HIGH_WATER_BYTES:
+            self._room.set()
+            self._room = None
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether more than ``OUTPUT_HIGH_WATER_BYTES`` wait to be written."""
+        return self._queued_bytes > OUTPUT_HIGH_WATER_BYTES
+
+    async def _wait_for_room(self) -> None:
+        while self.backlogged and not self._stopping:
+            if self._room is None:
+                self._room = anyio.Event()
+                log.info("service.backpressure", queued_bytes=self._queued_bytes)
+            await self._room.wait()
+
+    def notify(self, method: str, params: dict[str, JsonValue], *, droppable: bool = False) -> None:
         message = {"jsonrpc": "2.0", "method": method, "params": params}
         if threading.get_ident() == self._loop_thread:
-            self._send(message)
+            self._notify_now(message, droppable)
             return
         # A sync tool in a worker thread reported progress: hand it to the event loop.
         try:
-            anyio.from_thread.run_sync(self._send, message)
+            anyio.from_thread.run_sync(self._notify_now, message, droppable)
         except RuntimeError:  # not an anyio worker thread: nowhere safe to send it
             log.debug("service.progress_dropped", method=method)
+
+    def _notify_now(self, message: dict[str, Any], droppable: bool) -> None:
+        if droppable and self.backlogged:
+            self.progress_dropped += 1  # the reader is behind: a newer report will come
+            return
+        self._send(message)
 
     def _answer(self, request_id: object, result: JsonValue) -> None:
         self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -491,6 +553,7 @@ class _Service:
     async def _read_loop(self, read: Callable[[], Awaitable[bytes]]) -> None:
         splitter = LineSplitter(MAX_MESSAGE_BYTES)
         while not self._shutdown_requested:
+            await self._wait_for_room()  # a reader that stalls stops new requests
             try:
                 chunk = await read()
             except OSError as exc:  # a broken input is the end of input
@@ -520,6 +583,12 @@ class _Service:
             return
         try:
             message = loads_json(line)
+        except JsonTooDeep as exc:
+            # Answered under the request's own id when it can be read without parsing.
+            found = top_level_member(line, "id")
+            answer_id = found if found is not ABSENT and _valid_id(found) else None
+            self._error(answer_id, INVALID_REQUEST, f"request refused: {exc}")
+            return
         except ValueError as exc:
             self._error(None, PARSE_ERROR, f"parse error: {exc}; send one JSON-RPC object per line")
             return
@@ -629,15 +698,22 @@ class _Service:
         abort = anyio.Event()
         self._inflight[key] = abort
         assert self._batches is not None
-        self._batches.start_soon(self._run_batch, request_id, key, batch, abort)
+        # Only the calls live on (the parsed params are dropped): a batch's memory is its
+        # calls and their responses.
+        calls = batch.tool_calls()
+        budget = batch.resolve_budget(self._backend.default_budget)
+        self._batches.start_soon(self._run_batch, request_id, key, calls, budget, abort)
 
     async def _run_batch(
-        self, request_id: object, key: IdKey, batch: BatchRunParams, abort: anyio.Event
+        self,
+        request_id: object,
+        key: IdKey,
+        calls: list[ToolCall],
+        budget: int | None,
+        abort: anyio.Event,
     ) -> None:
-        calls = batch.tool_calls()
         progress = _BatchProgress(self, request_id)
         progress.queued(calls)
-        budget = batch.resolve_budget(self._backend.default_budget)
         try:
             turn = await self._backend.run_batch(
                 calls, budget=budget, abort=abort, observer=progress
@@ -650,7 +726,6 @@ class _Service:
             return
         finally:
             self._inflight.pop(key, None)
-        self._answer(request_id, batch_result(turn))
         log.info(
             "service.batch_answered",
             request_id=request_id,
@@ -659,6 +734,8 @@ class _Service:
             chars=turn.content_length,
             budget=budget,
         )
+        del calls
+        self._enqueue(_streamed_answer(request_id, turn))
 
 
 class _NoAnswer:
@@ -668,28 +745,120 @@ class _NoAnswer:
 _NO_ANSWER: Final = _NoAnswer()
 
 
+_Item: TypeAlias = "str | Iterator[str]"
+"""One queued output message: a whole line, or a ``batch/run`` answer written as it is
+serialized (``_streamed_answer``)."""
+
+
+def _streamed_answer(request_id: object, turn: Turn) -> Iterator[str]:
+    """The ``batch/run`` answer line for ``turn``, in pieces, dropping what was written.
+
+    Byte for byte ``dumps_json_line({"jsonrpc", "id", "result": batch_result(turn)})``, but
+    never more than ``STREAM_SLICE`` responses' JSON at once: a 100,000-call answer does
+    not have to exist whole, as dicts, as a string and as bytes, before its first byte is
+    written. The responses it has written are released as it goes. Should serializing
+    fail half-way (it has a fallback for every value, so it should not), the torn line is
+    ended and a ``-32603`` error for the request follows on its own line.
+    """
+    try:
+        yield from _answer_pieces(request_id, turn)
+    except Exception as exc:
+        log.exception("service.answer_failed", request_id=request_id)
+        error = {"code": INTERNAL_ERROR, "message": f"the answer could not be written: {exc!r}"}
+        yield "\n" + dumps_json_line({"jsonrpc": "2.0", "id": request_id, "error": error}) + "\n"
+
+
+def _answer_pieces(request_id: object, turn: Turn) -> Iterator[str]:
+    responses: list[ToolCallResponse | None] = list(turn.responses)
+    parts = list(turn.parts)
+    stop_reason = turn.stop_reason
+    del turn
+    yield '{"jsonrpc":"2.0","id":' + dumps_json_line(request_id) + ',"result":{"responses":['  # type: ignore[arg-type]  # a checked id
+    for start in range(0, len(responses), STREAM_SLICE):
+        chunk: list[JsonValue] = []
+        for index in range(start, min(start + STREAM_SLICE, len(responses))):
+            response = responses[index]
+            assert response is not None
+            responses[index] = None
+            chunk.append(
+                {
+                    "call_id": response.call_id,
+                    "name": response.name,
+                    "status": response.status,
+                    "parts": _dump_parts(response.parts),
+                    "display": bounded_display(response.display),
+                }
+            )
+        yield ("," if start else "") + dumps_json_line(chunk)[1:-1]
+    yield '],"parts":['
+    for start in range(0, len(parts), STREAM_SLICE):
+        piece = dumps_json_line(_dump_parts(parts[start : start + STREAM_SLICE]))[1:-1]
+        yield ("," if start else "") + piece
+    tail = "]"
+    if stop_reason is not None:
+        tail += ',"stop_reason":' + dumps_json_line(stop_reason)
+    yield tail + "}}\n"
+
+
 async def _write_loop(
-    receive: MemoryObjectReceiveStream[str],
+    receive: MemoryObjectReceiveStream[_Item],
     write: Callable[[bytes], Awaitable[None]],
-    on_closed: Callable[[], None],
+    service: _Service,
 ) -> None:
     async with receive:
-        async for line in receive:
-            lines = [line]
-            size = len(line)
-            while size < WRITE_COALESCE_BYTES:
-                try:
-                    more = receive.receive_nowait()
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
-                lines.append(more)
-                size += len(more)
+        async for item in receive:
             try:
-                await write("".join(lines).encode("utf-8"))
+                if isinstance(item, str):
+                    await _write_lines(item, receive, write, service)
+                else:
+                    await _write_streamed(item, write)
             except OSError as exc:
                 log.warning("service.output_closed", error=str(exc))
-                on_closed()
+                service.stop()
                 return
+
+
+async def _write_lines(
+    first: str,
+    receive: MemoryObjectReceiveStream[_Item],
+    write: Callable[[bytes], Awaitable[None]],
+    service: _Service,
+) -> None:
+    """``first`` and the whole lines queued right behind it, up to one coalesced write."""
+    lines = [first]
+    size = len(first)
+    streamed: Iterator[str] | None = None
+    while size < WRITE_COALESCE_BYTES:
+        try:
+            more = receive.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            break
+        if not isinstance(more, str):
+            streamed = more
+            break
+        lines.append(more)
+        size += len(more)
+    try:
+        await write("".join(lines).encode("utf-8"))
+    finally:
+        service.written(size)
+    if streamed is not None:
+        await _write_streamed(streamed, write)
+
+
+async def _write_streamed(pieces: Iterator[str], write: Callable[[bytes], Awaitable[None]]) -> None:
+    buffered: list[str] = []
+    size = 0
+    for piece in pieces:
+        buffered.append(piece)
+        size += len(piece)
+        if size >= WRITE_COALESCE_BYTES:
+            data = "".join(buffered).encode("utf-8")
+            buffered.clear()
+            size = 0
+            await write(data)
+    if buffered:
+        await write("".join(buffered).encode("utf-8"))
 
 
 async def serve(
@@ -709,7 +878,7 @@ async def serve(
     """
     reader = DescriptorIO(input_fd)
     writer = DescriptorIO(output_fd)
-    send, receive = anyio.create_memory_object_stream[str](math.inf)
+    send, receive = anyio.create_memory_object_stream[_Item](math.inf)
     service = _Service(backend, send, server_name=server_name, server_version=server_version)
 
     async def watch_signals() -> None:
@@ -720,7 +889,7 @@ async def serve(
 
     with anyio.CancelScope() as drain:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_write_loop, receive, writer.write, service.stop)
+            tg.start_soon(_write_loop, receive, writer.write, service)
             async with anyio.create_task_group() as control:
                 if handle_signals:
                     control.start_soon(watch_signals)

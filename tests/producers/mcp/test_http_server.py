@@ -40,6 +40,10 @@ class HttpServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        self._wait_listening()
+
+    def _wait_listening(self) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + START_WAIT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from toolbatch.errors import McpError
 from toolbatch.producers._base import ProgressCallback
 from toolbatch.producers.mcp._config import HttpServerConfig, ServerConfig, StdioServerConfig
+from toolbatch.producers.mcp._limits import bounded_http_client, oversized_failure_message
 from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
 
 __all__ = [
@@ -104,7 +105,8 @@ class McpConnection:
         config: its entry.
         default_timeout_s: the call timeout when the entry sets none.
         start_timeout_s: how long start-up (``initialize`` and ``tools/list``) may take.
-        max_message_bytes: the largest message accepted from a stdio server.
+        max_message_bytes: the largest message accepted from the server (a stdio line,
+            one SSE event or one HTTP JSON body; see ``_limits.py``).
     """
 
     def __init__(
@@ -269,13 +271,15 @@ class McpConnection:
             return
         assert isinstance(config, HttpServerConfig)
         timeout = httpx2.Timeout(HTTP_CONNECT_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
+        limit = self.max_message_bytes  # one event or JSON body at most (_limits.py)
         async with (
-            httpx2.AsyncClient(
-                headers=config.headers,
-                timeout=timeout,
-                event_hooks={"response": [self._note_session_id]},
+            bounded_http_client(
+                config.headers,
+                timeout,
+                max_message_bytes=limit,
+                response_hooks=[self._note_session_id],
             ) as client,
-            streamable_http_client(config.url, http_client=client, max_sse_event_size=None) as (
+            streamable_http_client(config.url, http_client=client, max_sse_event_size=limit) as (
                 read_stream,
                 write_stream,
             ),
@@ -348,6 +352,12 @@ class McpConnection:
             with anyio.move_on_after(timeout_s):
                 return await session.call_tool(tool, arguments, progress_callback=on_progress)
         except MCPError as exc:
+            limit = self.max_message_bytes
+            too_large = oversized_failure_message(
+                exc, server=self.name, tool=tool, max_message_bytes=limit
+            )
+            if too_large is not None:
+                return CallFailure(too_large, "mcp_message_too_large")
             if exc.code == types.CONNECTION_CLOSED:
                 return await self._lost_during(generation, tool)
             return CallFailure(

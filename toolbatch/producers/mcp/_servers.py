@@ -184,7 +184,8 @@ class McpServers:
             ``tools/list`` (``npx`` fetching a package the first time can need a minute).
         large_output_trigger_chars: text parts longer than this are persisted and previewed.
         preview_chars: how much of such a part the model sees.
-        max_message_bytes: the largest message accepted from a stdio server.
+        max_message_bytes: the largest message accepted from a server: a stdio line, one
+            SSE event or one HTTP JSON body (``_limits.py``).
     """
 
     def __init__(

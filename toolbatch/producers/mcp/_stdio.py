@@ -47,7 +47,9 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
 from toolbatch._environment import DEFAULT_INHERITED_ENV_VARS, minimal_environment
+from toolbatch._json_limits import MAX_JSON_DEPTH, json_too_deep
 from toolbatch.producers.mcp._config import StdioServerConfig
+from toolbatch.producers.mcp._limits import refuse_deep_message
 from toolbatch.producers.mcp._scrub import scrub_surrogates
 
 __all__ = [
@@ -116,6 +118,9 @@ def decode_message(line: bytes) -> SessionMessage | Exception:
         return SessionMessage(jsonrpc_message_adapter.validate_python(data, by_name=False))
     except ValueError as exc:
         first_error: Exception = exc
+    if json_too_deep(line):  # json.loads would recurse: refuse it unparsed
+        log.warning("mcp.message_too_deep", bytes=len(line), limit=MAX_JSON_DEPTH)
+        return refuse_deep_message(line)
     try:
         data = json.loads(line.decode("utf-8", "replace"))
     except ValueError as exc:

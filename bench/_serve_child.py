@@ -1,0 +1,66 @@
+"""A child process for the service's memory row: ``toolbatch serve``'s loop over a trivial
+tool (``serve``), or the same batch through ``run_batch`` alone (``direct``).
+
+Run as ``python -m bench._serve_child serve|direct``: it reads one ``batch/run`` line (serve)
+or one batch document (direct) from stdin, answers on stdout, and writes its peak RSS in
+KiB (``ru_maxrss``) as the last line of stderr when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+import toolbatch
+from toolbatch import Registry, SchedulerConfig, ToolCall, ToolScheduler, Turn, tool
+from toolbatch.service import CallObserver, parse_batch, serve
+
+
+@tool
+async def noop() -> str:
+    """Answer "ok"."""
+    return "ok"
+
+
+class _Backend:
+    def __init__(self, scheduler: ToolScheduler) -> None:
+        self._scheduler = scheduler
+
+    @property
+    def default_budget(self) -> int | None:
+        return None
+
+    def declarations(self) -> Sequence[toolbatch.ToolDeclaration]:
+        return self._scheduler.declarations()
+
+    async def run_batch(
+        self,
+        calls: Sequence[ToolCall],
+        /,
+        *,
+        budget: int | None,
+        abort: anyio.Event,
+        observer: CallObserver,
+    ) -> Turn:
+        return await self._scheduler.run_batch(calls, abort=abort, observer=observer, budget=budget)
+
+
+async def main(mode: str) -> None:
+    config = SchedulerConfig(batch_budget=None, concurrency=10)
+    async with ToolScheduler(Registry([noop]), config) as scheduler:
+        if mode == "serve":
+            await serve(_Backend(scheduler), input_fd=0, output_fd=1)
+        else:
+            batch = parse_batch(json.loads(sys.stdin.buffer.read())["params"])
+            turn = await scheduler.run_batch(batch.tool_calls(), budget=None)
+            sys.stdout.write(f"{len(turn.responses)}\n")
+
+
+if __name__ == "__main__":
+    toolbatch.configure_logging("error")
+    anyio.run(main, sys.argv[1])
+    sys.stderr.write(f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\n")

@@ -1,0 +1,167 @@
+"""``toolbatch run`` when its input is hostile or its outputs fail (issue 14, items 1, 8, 10).
+
+Each failure exits non-zero with one line on stderr naming what failed and the fix, never
+a traceback, and the results still go wherever output is possible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cli._support import TOOLBATCH, run_toolbatch
+
+MARKER = "ran-the-command"
+
+
+def _batch(tmp_path: Path) -> Path:
+    path = tmp_path / "batch.json"
+    call = {"id": "c1", "name": "run_shell_command", "args": {"command": f"echo {MARKER}"}}
+    path.write_text(json.dumps({"calls": [call]}))
+    return path
+
+
+def _one_line(stderr: bytes) -> str:
+    lines = stderr.decode().strip().splitlines()
+    assert "Traceback" not in stderr.decode()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("source", "fragment"),
+    [
+        pytest.param("deep", "deeper than 128 levels", id="nested-1000-deep"),
+        pytest.param("/dev/zero", "larger than 67,108,864 bytes", id="dev-zero-file"),
+        pytest.param("stdin-zero", "larger than 67,108,864 bytes", id="dev-zero-stdin"),
+    ],
+)
+def test_hostile_batches_are_usage_errors(tmp_path: Path, source: str, fragment: str) -> None:
+    """Exit 2, one line with the limit, nothing on stdout, no RecursionError."""
+    if source == "deep":
+        deep = tmp_path / "deep.json"
+        deep.write_text("[" * 1_000 + "]" * 1_000)
+        done = run_toolbatch("run", str(deep), cwd=tmp_path)
+    elif source == "stdin-zero":
+        with open("/dev/zero", "rb") as zero:
+            done = subprocess.run(
+                [*TOOLBATCH, "run", "-"], stdin=zero, capture_output=True, timeout=90, check=False
+            )
+    else:
+        done = run_toolbatch("run", source, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert fragment in _one_line(done.stderr)
+
+
+def test_a_failing_record_still_prints_the_results(tmp_path: Path) -> None:
+    """--record /dev/full: the command ran and its output is shown; exit 1 with the fix."""
+    done = run_toolbatch("run", str(_batch(tmp_path)), "--record", "/dev/full", cwd=tmp_path)
+    assert done.returncode == 1
+    assert MARKER in done.stdout.decode()
+    line = _one_line(done.stderr)
+    assert line.startswith("toolbatch run: --record failed: cannot append to transcript")
+    assert "No space left on device" in line
+    assert "the turn was not recorded" in line
+
+
+def test_stdout_on_dev_full_fails_loudly_and_the_sidecar_gets_everything(tmp_path: Path) -> None:
+    """stdout /dev/full: one line naming stdout; the Dual Output sidecar is whole."""
+    sidecar = tmp_path / "dual.jsonl"
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [*TOOLBATCH, "run", str(_batch(tmp_path)), "--dual-output", str(sidecar)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            timeout=90,
+            check=False,
+        )
+    assert done.returncode == 1
+    line = _one_line(done.stderr)
+    assert "cannot write the results to stdout: No space left on device" in line
+    events = [json.loads(e) for e in sidecar.read_text().splitlines()]
+    assert events[-1]["subtype"] == "session_end"
+    assert any(e["type"] == "result" and MARKER in e["result"] for e in events)
+
+
+def test_dual_output_on_dev_full_fails_loudly_and_stdout_gets_the_results(
+    tmp_path: Path,
+) -> None:
+    """--dual-output /dev/full: stdout is complete; one line names the sidecar."""
+    done = run_toolbatch("run", str(_batch(tmp_path)), "--dual-output", "/dev/full", cwd=tmp_path)
+    assert done.returncode == 1
+    assert MARKER in done.stdout.decode()
+    line = _one_line(done.stderr)
+    assert "cannot write the results to the dual output file '/dev/full'" in line
+    assert "--dual-output" in line
+
+
+def test_closed_stdout_with_a_sidecar_runs_and_says_so(tmp_path: Path) -> None:
+    """stdout closed (>&-): the results go to the sidecar, exit 1 with one line."""
+    sidecar = tmp_path / "dual.jsonl"
+    done = subprocess.run(
+        [*TOOLBATCH, "run", str(_batch(tmp_path)), "--dual-output", str(sidecar)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        timeout=90,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 1
+    assert "stdout is closed" in _one_line(done.stderr)
+    assert MARKER in sidecar.read_text()
+
+
+def test_closed_stdout_with_nowhere_else_to_write_runs_nothing(tmp_path: Path) -> None:
+    """stdout closed and no other output: exit 2 before any command runs."""
+    batch = tmp_path / "batch.json"
+    call = {"id": "c", "name": "run_shell_command", "args": {"command": "touch ran"}}
+    batch.write_text(json.dumps([call]))
+    done = subprocess.run(
+        [*TOOLBATCH, "run", str(batch)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        timeout=90,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 2
+    assert "would go nowhere" in _one_line(done.stderr)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_the_dual_output_file_is_created_0600(tmp_path: Path) -> None:
+    """It holds tool output (secrets among it): only its owner may read it."""
+    sidecar = tmp_path / "dual.jsonl"
+    done = run_toolbatch("run", str(_batch(tmp_path)), "--dual-output", str(sidecar), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
+    assert MARKER in sidecar.read_text()
+
+
+def test_a_reader_that_goes_away_is_still_quiet(tmp_path: Path) -> None:
+    """| head: exit 141 (128 + SIGPIPE) and nothing on stderr, as cat does."""
+    batch = tmp_path / "batch.json"
+    call = {"id": "c", "name": "run_shell_command", "args": {"command": "seq 1 200000"}}
+    batch.write_text(json.dumps([call]))
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "wb") as closed_pipe:
+        done = subprocess.run(
+            [*TOOLBATCH, "run", str(batch), "--budget", "0"],
+            stdout=closed_pipe,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            timeout=90,
+            check=False,
+        )
+    assert done.returncode == 141
+    assert done.stderr == b""

@@ -1,0 +1,178 @@
+"""A hostile MCP server over streamable HTTP or stdio, for the host's limits (issue 14).
+
+Plain asyncio HTTP/1.1 on 127.0.0.1 (one request per connection, ``Connection: close``), so
+it can do what no well-behaved framework lets a server do. Run it with ``--port N``, or with
+``--stdio`` for newline-delimited JSON-RPC on stdin/stdout (the floods are HTTP only). Over
+HTTP it needs no session id, answers GET with 405 (the spec's "no server-initiated stream")
+and every notification with 202. Its tools:
+
+echo        ``echo(text)`` answers ``text`` (the server still works after a flood).
+flood_sse   answers with one SSE event that never ends: ``data: xxxx...`` without a
+            newline, until the client hangs up (or 8 GiB / 60 s, so it always stops).
+flood_json  answers with an ``application/json`` body that never ends, likewise.
+deep        answers with a result whose ``structuredContent`` is nested 5,000 deep.
+fake_image  answers with 2.4 MB of text labelled ``image/png`` (issue 14, item 6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import sys
+import time
+from typing import Any, Final
+
+FLOOD_CHUNK: Final = b"x" * 2**20
+FLOOD_MAX_BYTES: Final = 8 * 2**30
+FLOOD_MAX_S: Final = 60.0
+DEEP_LEVELS: Final = 5_000
+
+TOOLS: Final = [
+    {
+        "name": "echo",
+        "description": "Answer the text.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
+    {
+        "name": "flood_sse",
+        "description": "An endless event.",
+        "inputSchema": {"type": "object"},
+    },
+    {"name": "flood_json", "description": "An endless body.", "inputSchema": {"type": "object"}},
+    {"name": "deep", "description": "Deeply nested JSON.", "inputSchema": {"type": "object"}},
+    {
+        "name": "fake_image",
+        "description": "Text labelled a PNG.",
+        "inputSchema": {"type": "object"},
+    },
+]
+
+
+def _head(status: str, content_type: str | None, length: int | None) -> bytes:
+    lines = [f"HTTP/1.1 {status}", "Connection: close"]
+    if content_type is not None:
+        lines.append(f"Content-Type: {content_type}")
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+async def _flood(writer: asyncio.StreamWriter, opening: bytes) -> None:
+    writer.write(opening)
+    sent = 0
+    started = time.monotonic()
+    try:
+        while sent < FLOOD_MAX_BYTES and time.monotonic() - started < FLOOD_MAX_S:
+            writer.write(FLOOD_CHUNK)
+            await writer.drain()
+            sent += len(FLOOD_CHUNK)
+    except (ConnectionError, OSError):
+        pass  # the client hung up: what the flood waits for
+
+
+def _answer(request_id: Any, result: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+
+
+def _reply(message: dict[str, Any]) -> bytes:
+    """The answer to a request that is not a flood."""
+    method = message.get("method")
+    request_id = message.get("id")
+    params = message.get("params") or {}
+    if method == "initialize":
+        return _answer(
+            request_id,
+            {
+                "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hostile", "version": "1"},
+            },
+        )
+    if method == "tools/list":
+        return _answer(request_id, {"tools": TOOLS})
+    if method == "tools/call" and params.get("name") == "deep":
+        nested = "[" * DEEP_LEVELS + "]" * DEEP_LEVELS
+        return (
+            '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":{"content":[],'
+            '"structuredContent":{"a":' + nested + "}}}"
+        ).encode()
+    if method == "tools/call" and params.get("name") == "fake_image":
+        data = base64.b64encode(b"this is text, not a PNG\n" * 100_000).decode()
+        image = {"type": "image", "mimeType": "image/png", "data": data}
+        return _answer(request_id, {"content": [image]})
+    if method == "tools/call":
+        text = str((params.get("arguments") or {}).get("text", ""))
+        return _answer(request_id, {"content": [{"type": "text", "text": text}]})
+    error = {"code": -32601, "message": f"no method {method!r}"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+async def _post(message: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+    if "id" not in message:
+        writer.write(_head("202 Accepted", None, 0))
+        return
+    name = (message.get("params") or {}).get("name")
+    if message.get("method") == "tools/call" and name == "flood_sse":
+        opening = _head("200 OK", "text/event-stream", None) + b"event: message\ndata: "
+        await _flood(writer, opening)
+    elif message.get("method") == "tools/call" and name == "flood_json":
+        opening = _head("200 OK", "application/json", None)
+        opening += b'{"jsonrpc":"2.0","id":' + json.dumps(message["id"]).encode()
+        opening += b',"result":{"content":[{"type":"text","text":"'
+        await _flood(writer, opening)
+    else:
+        body = _reply(message)
+        writer.write(_head("200 OK", "application/json", len(body)) + body)
+
+
+def serve_stdio() -> None:
+    """Newline-delimited JSON-RPC on stdin and stdout."""
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        if "id" in message and "method" in message:
+            sys.stdout.buffer.write(_reply(message) + b"\n")
+            sys.stdout.buffer.flush()
+
+
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method = request_line.split(" ", 1)[0]
+        headers = {
+            name.strip().lower(): value.strip()
+            for name, _, value in (line.partition(":") for line in header_lines if line)
+        }
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        if method == "POST":
+            await _post(json.loads(body), writer)
+        elif method == "DELETE":
+            writer.write(_head("200 OK", None, 0))
+        else:
+            writer.write(_head("405 Method Not Allowed", None, 0))
+        await writer.drain()
+    except (ConnectionError, OSError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(port: int) -> None:
+    server = await asyncio.start_server(_serve, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--stdio", action="store_true")
+    options = parser.parse_args()
+    if options.stdio:
+        serve_stdio()
+    else:
+        asyncio.run(main(options.port))

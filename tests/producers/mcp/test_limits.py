@@ -1,0 +1,108 @@
+"""What an MCP server may send is bounded (issue 14, items 1 and 2): a flood or a deeply
+nested answer fails that call with a clear error, and the host and the server go on."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from anyio.from_thread import BlockingPortal
+
+from tests.producers.mcp._support import free_port, model_response, run, running
+from tests.producers.mcp.test_http_server import HttpServer
+from toolbatch import (
+    InlineDataPart,
+    Registry,
+    SchedulerConfig,
+    ToolCall,
+    ToolScheduler,
+    parts_adapter,
+)
+from toolbatch.producers.mcp import McpServers
+
+HOSTILE = Path(__file__).resolve().parents[2] / "mcp_server" / "hostile.py"
+LIMIT_BYTES = 4 * 2**20
+
+
+class HostileServer(HttpServer):
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(HOSTILE), "--port", str(self.port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self._wait_listening()
+
+
+@pytest.fixture(scope="module")
+def servers(portal: BlockingPortal) -> Iterator[McpServers]:
+    http = HostileServer(port=free_port())
+    http.start()
+    document = {
+        "web": {"url": http.url},
+        "pipe": {"command": sys.executable, "args": [str(HOSTILE), "--stdio"]},
+    }
+    try:
+        with running(portal, document, max_message_bytes=LIMIT_BYTES) as started:
+            yield started
+    finally:
+        http.stop()
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@pytest.mark.parametrize(
+    ("tool", "fragment"),
+    [
+        pytest.param("flood_sse", "sent an event larger than 4,194,304 bytes", id="endless-sse"),
+        pytest.param("flood_json", "passed 4,194,304 bytes and was cut off", id="endless-json"),
+    ],
+)
+def test_an_endless_http_answer_fails_that_call_and_the_host_goes_on(
+    portal: BlockingPortal, servers: McpServers, tool: str, fragment: str
+) -> None:
+    """The cap stops the read; the call's error names it; the next call works."""
+    before = _peak_rss_bytes()
+    flooded = run(portal, servers, f"mcp__web__{tool}", timeout_s=30)
+    assert flooded.error is not None
+    assert fragment in flooded.error.message
+    assert "max_message_bytes" in flooded.error.message
+    assert _peak_rss_bytes() - before < 200 * 2**20  # bounded, not gigabytes
+    after = run(portal, servers, "mcp__web__echo", {"text": "still here"}, timeout_s=30)
+    assert model_response("e", after) == {"output": "still here"}
+
+
+@pytest.mark.parametrize("server", ["web", "pipe"])
+def test_a_deeply_nested_answer_is_an_error_for_that_call(
+    portal: BlockingPortal, servers: McpServers, server: str
+) -> None:
+    """5,000 levels over HTTP or stdio: a prompt error (no timeout wait), then calls go on."""
+    deep = run(portal, servers, f"mcp__{server}__deep", timeout_s=30)
+    assert deep.error is not None
+    assert deep.error.type != "timeout"
+    assert "nested" in deep.error.message or "recursion" in deep.error.message
+    after = run(portal, servers, f"mcp__{server}__echo", {"text": "fine"}, timeout_s=30)
+    assert model_response("e", after) == {"output": "fine"}
+
+
+async def test_text_an_mcp_server_labels_as_an_image_is_bounded_as_text(tmp_path: Path) -> None:
+    """Issue 14, item 6: 2.4 MB of text labelled image/png under a budget of 1,000."""
+    document = {
+        "mcpServers": {"pipe": {"command": sys.executable, "args": [str(HOSTILE), "--stdio"]}}
+    }
+    config = SchedulerConfig(
+        artifacts_dir=tmp_path / "artifacts", mcp_servers=document, batch_budget=1_000
+    )
+    async with ToolScheduler(Registry(), config) as scheduler:
+        turn = await scheduler.run_batch([ToolCall(id="m", name="mcp__pipe__fake_image")])
+    assert not any(isinstance(part, InlineDataPart) for part in turn.parts)
+    assert turn.content_length <= 1_000
+    sent = parts_adapter.dump_json(list(turn.parts), by_alias=True)
+    assert len(sent) < 4_000
