@@ -538,6 +538,8 @@ class ToolDeclaration(BaseModel):
         input_schema: a JSON schema (an object schema) for the call's ``args``.
         needs_permission: whether an interactive front end (ACP) asks the user first.
         read_only: whether the tool only reads (speculative runs may run it ahead of time).
+        trusted: whether its calls skip permission asks (an MCP server's ``trust`` or
+            ``alwaysAllow``); deny rules and hooks still apply.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -547,6 +549,7 @@ class ToolDeclaration(BaseModel):
     input_schema: dict[str, JsonValue] = Field(default_factory=lambda: _empty_object_schema())
     needs_permission: bool = Field(default=False, exclude=True)
     read_only: bool = Field(default=False, exclude=True)
+    trusted: bool = Field(default=False, exclude=True)
 
 
 def _empty_object_schema() -> dict[str, JsonValue]:
