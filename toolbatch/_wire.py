@@ -307,7 +307,10 @@ class ToolCallResponse(BaseModel):
     shortens a preview instead of nesting a second one. Leave it alone; it is checked
     against the current text before use, so a stale value is ignored. ``call_args`` are the
     arguments of the call this response answers (what hooks see as ``tool_input``); it is
-    internal too and set by ``from_result`` and ``failed``.
+    internal too and set by ``from_result`` and ``failed``. ``hook_notes`` and ``hook_stop``
+    are what the call's own hooks (PreToolUse, PostToolUse, PostToolUseFailure) asked to tell
+    the model and why they stopped the agent: internal, never part of the response's parts;
+    ``complete_turn`` sends the notes as the turn's own text parts, bounded by the budget.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -322,6 +325,8 @@ class ToolCallResponse(BaseModel):
     persisted_output_files: tuple[Path, ...] | None = Field(default=None, exclude=True)
     finalize_state: object = Field(default=None, exclude=True, repr=False)
     call_args: dict[str, JsonValue] | None = Field(default=None, exclude=True, repr=False)
+    hook_notes: tuple[str, ...] = Field(default=(), exclude=True, repr=False)
+    hook_stop: str | None = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -397,6 +402,8 @@ class ToolCallResponse(BaseModel):
                 "persisted_output_files": result.persisted_output_files,
                 "finalize_state": None,
                 "call_args": call.args,
+                "hook_notes": (),
+                "hook_stop": None,
             },
         )
 
@@ -428,6 +435,8 @@ class ToolCallResponse(BaseModel):
                 "persisted_output_files": (),
                 "finalize_state": None,
                 "call_args": call.args,
+                "hook_notes": (),
+                "hook_stop": None,
             },
         )
 

@@ -14,6 +14,7 @@ from ._config import (
     ServerConfig,
     StdioServerConfig,
     load_mcp_config,
+    merge_mcp_configs,
 )
 from ._connection import DEFAULT_START_TIMEOUT_S, McpConnection
 from ._scrub import scrub_surrogates
@@ -59,6 +60,7 @@ __all__ = [
     "UnavailableToolProducer",
     "load_mcp_config",
     "mcp_tool_name",
+    "merge_mcp_configs",
     "open_stdio_transport",
     "scrub_surrogates",
     "server_environment",

@@ -55,6 +55,7 @@ __all__ = [
     "ServerConfig",
     "StdioServerConfig",
     "load_mcp_config",
+    "merge_mcp_configs",
 ]
 
 log = structlog.get_logger("toolbatch.mcp")
@@ -257,6 +258,20 @@ def load_mcp_config(source: Mapping[str, Any] | str | os.PathLike[str]) -> McpCo
             log.info("mcp.server_skipped", server=name, reason=parsed)
         else:
             servers[name] = parsed
+    return McpConfig(servers=servers, unavailable=unavailable)
+
+
+def merge_mcp_configs(*configs: McpConfig) -> McpConfig:
+    """Several documents as one: a later document's entry replaces an earlier one of the same
+    name whole (Claude Code takes each entry from one source, never merging fields)."""
+    servers: dict[str, ServerConfig] = {}
+    unavailable: dict[str, str] = {}
+    for config in configs:
+        for name in (*config.servers, *config.unavailable):
+            servers.pop(name, None)
+            unavailable.pop(name, None)
+        servers.update(config.servers)
+        unavailable.update(config.unavailable)
     return McpConfig(servers=servers, unavailable=unavailable)
 
 
