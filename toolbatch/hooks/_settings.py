@@ -225,7 +225,7 @@ def _hooks(block: Any, name: str, base: str | None) -> list[EventHook]:
             log.warning(
                 "settings.hook_event_ignored",
                 source=name,
-                event=event,
+                hook_event=event,
                 hint=f"toolbatch fires {', '.join(HOOK_EVENTS)}",
             )
             continue

@@ -186,7 +186,9 @@ async def _run_one(
     except Exception as exc:  # a crashing hook never breaks the call
         answer.failure = f"raised {type(exc).__name__}: {exc}"
     if answer.failure is not None:
-        log.warning("hooks.failed", event=data.hook_event_name, hook=label, error=answer.failure)
+        log.warning(
+            "hooks.failed", hook_event=data.hook_event_name, hook=label, error=answer.failure
+        )
     elif answer.output is not None and answer.output.system_message:
         log.warning("hooks.system_message", hook=label, message=answer.output.system_message)
 
