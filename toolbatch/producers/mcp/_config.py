@@ -334,12 +334,11 @@ def _parse_entry(name: str, entry: Any, *, vscode: bool) -> ServerConfig | str:
             cwd=raw.get("cwd"),
         )
         model = StdioServerConfig
-    fields = {key: value for key, value in fields.items() if value is not None}
+    fields = _expand(name, {key: value for key, value in fields.items() if value is not None})
     try:
-        parsed = model.model_validate(fields)
+        return model.model_validate(fields)
     except ValidationError as exc:
         raise _entry_error(name, model, exc) from None
-    return _expand(name, parsed)
 
 
 def _transport(name: str, raw: dict[str, Any], *, vscode: bool) -> tuple[str, str | None]:
@@ -494,8 +493,14 @@ def _entry_error(
     return McpConfigError(f"{message} (a {kind} entry)", server=name, key=key)
 
 
-def _expand(name: str, entry: ServerConfig) -> ServerConfig:
-    def sub(key: str, value: str) -> str:
+def _expand(name: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Variables filled in, before validation (a URL may be ``${BASE:-https://h}/mcp``);
+    values of the wrong type are left for validation to report."""
+
+    def sub(key: str, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+
         def replace(match: re.Match[str]) -> str:
             special = match.group(1)
             if special == "userHome":
@@ -528,28 +533,28 @@ def _expand(name: str, entry: ServerConfig) -> ServerConfig:
             )
         return _VARIABLE.sub(replace, value) if "${" in value else value
 
-    def sub_env(value: str) -> str:
-        whole = _WHOLE_DOLLAR_VARIABLE.fullmatch(value)
+    def sub_env(value: Any) -> Any:
+        whole = _WHOLE_DOLLAR_VARIABLE.fullmatch(value) if isinstance(value, str) else None
         if whole is not None and whole.group(1) in os.environ:
             return os.environ[whole.group(1)]
         return sub("env", value)
 
-    if isinstance(entry, StdioServerConfig):
-        return entry.model_copy(
-            update={
-                "command": sub("command", entry.command),
-                "args": [sub("args", arg) for arg in entry.args],
-                "env": {k: sub_env(v) for k, v in entry.env.items()},
-                "env_file": None if entry.env_file is None else sub("envFile", entry.env_file),
-                "cwd": None if entry.cwd is None else sub("cwd", entry.cwd),
-            }
-        )
-    return entry.model_copy(
-        update={
-            "url": sub("url", entry.url),
-            "headers": {k: sub("headers", v) for k, v in entry.headers.items()},
-        }
-    )
+    expanded = dict(fields)
+    for key, wire in (
+        ("command", "command"),
+        ("env_file", "envFile"),
+        ("cwd", "cwd"),
+        ("url", "url"),
+    ):
+        if key in expanded:
+            expanded[key] = sub(wire, expanded[key])
+    if isinstance(expanded.get("args"), list):
+        expanded["args"] = [sub("args", arg) for arg in expanded["args"]]
+    if isinstance(expanded.get("env"), Mapping):
+        expanded["env"] = {k: sub_env(v) for k, v in expanded["env"].items()}
+    if isinstance(expanded.get("headers"), Mapping):
+        expanded["headers"] = {k: sub("headers", v) for k, v in expanded["headers"].items()}
+    return expanded
 
 
 def read_env_file(path: str, *, cwd: str | None) -> dict[str, str]:
