@@ -286,6 +286,8 @@ class McpServers:
         self._stack: AsyncExitStack | None = None
         self._entered = False
         self._collected = False
+        self._version = 0
+        self._changed: anyio.Event | None = None
 
     @property
     def failures(self) -> Mapping[str, McpError]:
@@ -315,6 +317,22 @@ class McpServers:
             raise KeyError(
                 f"no MCP tool is exposed as {name!r}; the tools are {sorted(self._producers)!r}"
             ) from None
+
+    @property
+    def tools_version(self) -> int:
+        """Counts the changes of the offered tools (re-lists, restarts, revived servers)."""
+        return self._version
+
+    async def tools_changed(self, *, after: int) -> int:
+        """Wait until the offered tools change past version ``after``; the new version.
+
+        A runtime that shows the model the tool list can wait on this to refresh it.
+        """
+        while self._version <= after:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+        return self._version
 
     def live_producer(self, name: str) -> McpToolProducer | None:
         """The producer of an offered tool, or ``None``."""
@@ -479,6 +497,10 @@ class McpServers:
             log.info("mcp.tools_not_offered", tools=sorted(hidden.keys() - self._hidden.keys()))
         self._producers = producers
         self._hidden = hidden
+        self._version += 1
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
 
 def _env_seconds(variable: str, default: float) -> float:
