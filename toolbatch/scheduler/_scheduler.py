@@ -155,8 +155,8 @@ class SchedulerConfig:
             the per-user state directory, ``sessions/<session_id>``, kept while the session
             is open and for 7 days after its last use; see ``toolbatch artifacts``).
         store: an ``ArtifactStore`` to use instead of making one at ``artifacts_dir``.
-        mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict or a JSON file path
-            (read and checked now), in any common agent's shape (see
+        mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict, a JSON file path or
+            an ``McpConfig`` (read and checked now), in any common agent's shape (see
             ``toolbatch.producers.mcp``); its servers are started on enter and stopped on
             exit. Its entries win over same-named ones of ``settings``.
         mcp_startup_timeout: seconds each MCP server has to start (``initialize`` and
@@ -194,7 +194,7 @@ class SchedulerConfig:
     call_timeout: float = DEFAULT_CALL_TIMEOUT_CEILING_S
     artifacts_dir: str | os.PathLike[str] | None = None
     store: ArtifactStore | None = None
-    mcp_servers: Mapping[str, Any] | str | os.PathLike[str] | None = None
+    mcp_servers: Any = None
     mcp_startup_timeout: float | None = None
     settings: SettingsSource | Sequence[SettingsSource] | None = None
     hooks: Sequence[PostToolBatchHook | CommandHook | EventHook] = ()

@@ -204,7 +204,7 @@ _TYPE_ALIASES: Final[Mapping[str, str]] = {
 }
 
 
-def load_mcp_config(source: Mapping[str, Any] | str | os.PathLike[str]) -> McpConfig:
+def load_mcp_config(source: McpConfig | Mapping[str, Any] | str | os.PathLike[str]) -> McpConfig:
     """Read an MCP config given as a mapping or a JSON file path.
 
     The servers are under ``mcpServers`` (Claude Code, Qwen Code, Gemini CLI, Cursor, Cline)
@@ -215,6 +215,8 @@ def load_mcp_config(source: Mapping[str, Any] | str | os.PathLike[str]) -> McpCo
         McpConfigError: the document or an entry is invalid; ``.server`` and ``.key`` name
             the place and the message says how to fix it.
     """
+    if isinstance(source, McpConfig):
+        return source
     if isinstance(source, Mapping):
         document: Any = source
     elif isinstance(source, str | os.PathLike):
