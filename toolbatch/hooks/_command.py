@@ -18,8 +18,9 @@ nested deeper than ``MAX_HOOK_JSON_DEPTH`` (32) is that hook's failure, logged, 
 nothing; the others answer as usual.
 
 The process runs in its own session (process group) with only the documented default
-environment plus ``CLAUDE_PROJECT_DIR`` (the project directory, as Claude Code sets it) and
-the hook's own ``env``; on timeout or cancellation the whole group is killed.
+environment plus the hook's own ``env`` (hooks read from settings files get
+``CLAUDE_PROJECT_DIR``, as Claude Code sets it); on timeout or cancellation the whole group
+is killed.
 """
 
 from __future__ import annotations
@@ -241,7 +242,6 @@ class CommandHook:
             HookFailed: it could not start, timed out, printed too much, or failed (a code
                 other than 0 and 2) without a JSON answer on stdout.
         """
-        project = os.fspath(self.cwd) if self.cwd is not None else os.getcwd()
         try:
             process = await anyio.open_process(
                 list(self.argv),
@@ -249,7 +249,7 @@ class CommandHook:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.cwd,
-                env=minimal_environment({"CLAUDE_PROJECT_DIR": project, **(self.env or {})}),
+                env=minimal_environment(self.env),
                 start_new_session=True,
             )
         except OSError as exc:

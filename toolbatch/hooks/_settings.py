@@ -301,14 +301,15 @@ def _handler(
             f"{where}: 'shell' {shell!r} is not supported here; use 'bash' or leave it out"
         )
     cwd = os.getcwd()
+    env = {"CLAUDE_PROJECT_DIR": cwd}  # the project directory, as Claude Code sets it
     if args is None:
-        command_hook = CommandHook.shell(command, shell=shell, timeout=float(timeout))
+        command_hook = CommandHook.shell(command, shell=shell, timeout=float(timeout), env=env)
     else:
         if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
             raise ConfigError(f"{where}: 'args' must be a list of strings, got {args!r:.80}")
         # Exec form: no shell; ${CLAUDE_PROJECT_DIR} is still filled in, as Claude Code does.
         argv = [_project_dir(part, cwd) for part in (command, *args)]
-        command_hook = CommandHook(argv, timeout=float(timeout))
+        command_hook = CommandHook(argv, timeout=float(timeout), env=env)
     condition = handler.get("if")
     if condition is not None and not isinstance(condition, str):
         raise ConfigError(f"{where}: 'if' must be one permission rule, got {condition!r:.80}")
