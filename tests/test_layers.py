@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
         "_text",
         "_descriptor_io",
         "_media",
+        "telemetry",
     },
     {"artifacts", "_artifact_home"},
     {"producers", "finalize", "hooks", "transports", "providers", "permissions"},

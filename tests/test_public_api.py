@@ -7,6 +7,7 @@ import importlib
 import pytest
 
 import toolbatch
+from toolbatch.errors import ConfigError
 
 PACKAGES = [
     "toolbatch",
@@ -25,6 +26,7 @@ PACKAGES = [
     "toolbatch.agent",
     "toolbatch.acp",
     "toolbatch.testing",
+    "toolbatch.telemetry",
 ]
 
 CONTRACT = {
@@ -109,3 +111,9 @@ def test_errors_share_one_root() -> None:
         obj = getattr(toolbatch, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, toolbatch.ToolbatchError), name
+
+
+def test_configure_logging_refuses_an_unknown_level() -> None:
+    """A bad level is a ConfigError naming the value, not a bare ValueError."""
+    with pytest.raises(ConfigError, match="'verbose'"):
+        toolbatch.configure_logging("verbose")  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -44,3 +45,42 @@ def test_readme_names_the_two_commands() -> None:
     head = (ROOT / "README.md").read_text()[:2500]
     assert "make demo" in head
     assert "make test" in head
+
+
+def _console_sessions() -> list[tuple[list[str], list[str]]]:
+    """Each console block of the README that shows commands: its commands and shown output."""
+    readme = (ROOT / "README.md").read_text()
+    sessions = []
+    for block in re.findall(r"```console\n(.*?)```", readme, re.S):
+        lines = block.splitlines()
+        commands = [line[2:] for line in lines if line.startswith("$ ")]
+        if commands:
+            shown = [line for line in lines if line.strip() and not line.startswith("$ ")]
+            sessions.append((commands, shown))
+    return sessions
+
+
+def test_every_readme_command_runs_as_written_and_prints_what_it_shows(tmp_path: Path) -> None:
+    """A newcomer's shell: each `$` line runs from the checkout (venv activation included)."""
+    sessions = _console_sessions()
+    assert sessions, "the README shows no commands to run"
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # a fresh shell: .venv is not on PATH yet
+    env["TOOLBATCH_STATE_DIR"] = str(tmp_path / "state")
+    for commands, shown in sessions:
+        runnable = [command for command in commands if not command.startswith("make ")]
+        script = "set -euo pipefail\n" + "\n".join(runnable) + "\n"
+        done = subprocess.run(
+            ["bash", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, f"{runnable}\n{done.stdout}\n{done.stderr}"
+        for line in shown:
+            assert line in done.stdout, f"the README shows {line!r}; the commands printed:\n" + (
+                done.stdout
+            )

@@ -17,11 +17,14 @@ It is unregistered when the caller is done with it. The reaper counts registrati
 group id, so a late unregistration of a group whose leader's pid was reused since cannot
 cancel the registration of the new group. A reaper that died is started again before the
 next spawn. Where no Python interpreter
-can be run, groups are not protected; this is logged once.
+can be run, groups are not protected; this is logged once. When the host exits normally it
+closes the pipe itself and waits (briefly) for the reaper, so no reaper outlives a clean exit
+and the interpreter does not warn about a child still running.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import subprocess
@@ -36,6 +39,8 @@ __all__ = ["ensure_reaper", "forget_group", "reap_with_host"]
 
 log = structlog.get_logger("toolbatch.producers.process")
 
+REAPER_EXIT_WAIT_S: Final = 2.0
+"""How long a host exiting normally waits for its reaper to finish."""
 REAPER_SOURCE: Final = """
 import os, signal
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -144,6 +149,22 @@ def forget_group(pgid: int) -> None:
     _send(b"-%d\n" % pgid)
 
 
+def _stop_at_exit() -> None:
+    """On a normal exit: close the pipe (the reaper kills what is still registered) and wait."""
+    global _reaper
+    with _lock:
+        reaper, _reaper = _reaper, None
+    if reaper is None:
+        return
+    with contextlib.suppress(OSError):
+        os.close(reaper.write_fd)
+    try:
+        reaper.process.wait(timeout=REAPER_EXIT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        reaper.process.kill()
+        reaper.process.wait()
+
+
 def _forget_in_child() -> None:
     """After a bare ``fork``: the child neither keeps the host's reaper waiting nor uses it."""
     global _lock, _reaper
@@ -155,3 +176,4 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+atexit.register(_stop_at_exit)

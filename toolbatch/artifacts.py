@@ -28,6 +28,7 @@ import anyio.to_thread
 import structlog
 
 from .errors import ArtifactCapExceeded, ArtifactWriteError
+from .telemetry import traced_commit, traced_persist
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -297,6 +298,7 @@ class ArtifactStore:
         name = self.artifact_name(call_id, tool_name, hasher.hexdigest(), safe_suffix(suffix))
         return await self._persist_named(name, data, call_id)
 
+    @traced_persist
     async def _persist_named(self, name: str, data: bytes, call_id: str) -> Path:
         while (pending := self._inflight.get(name)) is not None:
             await pending.wait()
@@ -557,6 +559,7 @@ class ArtifactStream:
         self.store._release(self._reserved)
         self._reserved = 0
 
+    @traced_commit
     async def commit(self) -> Path:
         """Publish what was kept and return its path (an identical artifact is reused).
 

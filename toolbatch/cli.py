@@ -109,6 +109,7 @@ from toolbatch.service import (
     parse_batch,
     serve_stdio,
 )
+from toolbatch.telemetry import export_from_environment
 from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
 
 __all__ = ["main"]
@@ -439,6 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help, --version or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     configure_logging(getattr(args, "log_level", "warning"))
+    # OTLP export when the standard OTEL_* variables ask for it (toolbatch.telemetry).
+    exporting = export_from_environment() if args.command != "artifacts" else None
     try:
         if args.command == "run":
             return _command_run(args)
@@ -464,6 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ToolbatchError as exc:
         _fail(f"toolbatch {args.command}: {exc}")
         return EXIT_FAILURE
+    finally:
+        if exporting is not None:
+            exporting.close()
     parser.print_help(sys.stderr)
     return EXIT_USAGE
 

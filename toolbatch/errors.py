@@ -15,6 +15,8 @@ ToolbatchError
 ├── ToolRegistrationError       a tool or producer could not be registered (.name)
 ├── McpError                    an MCP server failed (.server)
 ├── ModelError                  a model API failed or answered nonsense (.status)
+│   └── ReplyShapeError         a reply that is no shape of that API's replies (.api;
+│                               also a ValueError)
 └── RecorderError               the transcript could not be written or read (.path, .turn)
 ```
 
@@ -37,6 +39,7 @@ __all__ = [
     "McpError",
     "ModelError",
     "RecorderError",
+    "ReplyShapeError",
     "ToolRegistrationError",
     "ToolbatchError",
 ]
@@ -160,6 +163,18 @@ class ModelError(ToolbatchError):
     def __init__(self, message: str, *, status: int | None = None):
         super().__init__(message)
         self.status = status
+
+
+class ReplyShapeError(ModelError, ValueError):
+    """A model reply handed to ``toolbatch.providers`` is not any shape of that API's replies.
+
+    Attributes:
+        api: the API whose reply was expected (e.g. ``"a Chat Completions"``).
+    """
+
+    def __init__(self, message: str, *, api: str):
+        super().__init__(message)
+        self.api = api
 
 
 class RecorderError(ToolbatchError):

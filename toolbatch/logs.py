@@ -13,6 +13,8 @@ from typing import Literal, TextIO, TypeAlias
 
 import structlog
 
+from toolbatch.errors import ConfigError
+
 __all__ = ["LogLevel", "configure_logging"]
 
 LogLevel: TypeAlias = Literal["debug", "info", "warning", "error"]
@@ -29,7 +31,7 @@ def configure_logging(
         stream: where the lines go (default ``sys.stderr``).
     """
     if level not in ("debug", "info", "warning", "error"):
-        raise ValueError(f"level must be debug, info, warning or error, got {level!r}")
+        raise ConfigError(f"level must be debug, info, warning or error, got {level!r}")
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )

@@ -42,6 +42,8 @@ add_tool       ``add_tool(name)`` registers a new tool ``name`` (it returns ``"<
                and sends ``notifications/tools/list_changed``.
 task_only      listed with ``execution.taskSupport == "required"`` (MCP tasks); called
                plainly it returns ``"task_only ran"``.
+meta           ``meta()`` returns the ``params._meta`` of its own ``tools/call`` request as a
+               JSON object (text), e.g. the ``traceparent`` a client injected.
 ============== ==================================================================
 
 On stdio the server uses its own line transport (the SDK's ``stdio_server`` cannot write a
@@ -310,6 +312,13 @@ async def _list_tools_with_task_support():  # type: ignore[no-untyped-def]
 
 
 mcp.list_tools = _list_tools_with_task_support  # type: ignore[method-assign]
+
+
+@mcp.tool()
+def meta(ctx: Context | None = None) -> str:
+    """Return the params._meta of this tools/call request as a JSON object."""
+    received = ctx.request_context.meta if ctx is not None else None
+    return json.dumps(dict(received or {}), default=str)
 
 
 def _encode(message: SessionMessage) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -111,3 +112,33 @@ def test_zombies_do_not_count_as_alive() -> None:
     finally:
         child.wait()
     assert not signal_group(child.pid, 0)
+
+
+def test_a_clean_exit_stops_the_reaper_without_a_warning(tmp_path: Path) -> None:
+    """A host that ran a command and exits normally leaves no reaper and warns about none."""
+    script = tmp_path / "host.py"
+    script.write_text(
+        "import anyio, toolbatch\n"
+        "toolbatch.configure_logging('error')\n"
+        "from toolbatch import _reaper\n"
+        "async def main():\n"
+        "    config = toolbatch.SchedulerConfig(artifacts_dir='arts', sandbox='off')\n"
+        "    async with toolbatch.ToolScheduler(toolbatch.default_registry(), config) as s:\n"
+        "        args = {'command': 'true'}\n"
+        "        call = toolbatch.ToolCall(id='c', name='run_shell_command', args=args)\n"
+        "        await s.run_batch([call])\n"
+        "    print(_reaper._reaper.process.pid)\n"
+        "anyio.run(main)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-X", "dev", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "still running" not in done.stderr
+    reaper = int(done.stdout.strip().splitlines()[-1])
+    assert not Path(f"/proc/{reaper}").exists()

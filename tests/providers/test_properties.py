@@ -26,6 +26,7 @@ from openai.types.responses import ResponseInputItemParam
 from tests.providers._sdk import assert_conforms
 from tests.providers.strategies import arguments, payload_of, turns
 from toolbatch import FunctionResponsePart, InlineDataPart, Part
+from toolbatch.errors import ReplyShapeError
 from toolbatch.providers import anthropic, gemini, openai_chat, openai_responses
 
 HAMMER = settings(
@@ -277,10 +278,10 @@ _anything = st.recursive(
 @settings(max_examples=100, deadline=None)
 @given(reply=_anything)
 def test_any_reply_gives_calls_or_a_value_error(api: Any, reply: object) -> None:
-    """Whatever arrives, tool_calls returns calls or raises ValueError naming the shape."""
+    """Whatever arrives, tool_calls returns calls or raises ReplyShapeError naming the shape."""
     try:
         found = api.tool_calls(reply)
-    except ValueError as exc:
+    except ReplyShapeError as exc:  # a ToolbatchError (and a ValueError), never a bare one
         message = str(exc)
     else:
         message = "reply: expected"

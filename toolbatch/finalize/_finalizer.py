@@ -55,6 +55,7 @@ from toolbatch.finalize._slots import (
     merge_state,
     rebuild_parts,
 )
+from toolbatch.telemetry import note_cuts
 
 __all__ = [
     "DEFAULT_PERSIST_CONCURRENCY",
@@ -429,4 +430,5 @@ async def _fit_budget(
         persisted=len(written),
         unpersisted=len(undecided) - len(written),
     )
+    note_cuts(slots_cut=len(cuts), responses_cut=len(cut_by_owner))
     return finalized

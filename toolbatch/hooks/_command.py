@@ -41,6 +41,7 @@ from toolbatch._environment import minimal_environment
 from toolbatch._process import stop_group
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.hooks._models import PostToolBatchInput, PostToolBatchOutput
+from toolbatch.telemetry import child_environment
 
 __all__ = [
     "BLOCK_EXIT_CODE",
@@ -249,7 +250,7 @@ class CommandHook:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self.cwd,
-                env=minimal_environment(self.env),
+                env=child_environment(minimal_environment(self.env)),
                 start_new_session=True,
             )
         except OSError as exc:

@@ -28,6 +28,7 @@ from toolbatch.hooks._models import (
     PostToolBatchInput,
     PostToolBatchOutput,
 )
+from toolbatch.telemetry import trace_hook
 
 __all__ = ["HookOutcome", "apply_hook_output", "build_hook_input", "run_post_tool_batch_hooks"]
 
@@ -109,6 +110,9 @@ async def _run_one(
     index: int,
 ) -> None:
     label = _hook_label(hook)
+    traced = trace_hook(
+        "PostToolBatch", label, "command" if isinstance(hook, CommandHook) else "python"
+    )
     try:
         if isinstance(hook, CommandHook):
             # A command hook enforces its own timeout (and kills its process group).
@@ -121,11 +125,16 @@ async def _run_one(
         else:
             answers[index] = PostToolBatchOutput.model_validate(raw)
     except TimeoutError:
+        traced.failed("timeout")
         log.warning("hooks.timed_out", hook=label, timeout_s=timeout_s)
     except (HookFailed, ValidationError) as exc:
+        traced.failed(type(exc).__name__)
         log.warning("hooks.failed", hook=label, error=str(exc))
     except Exception as exc:  # a crashing hook never breaks the batch
+        traced.failed(type(exc).__name__)
         log.warning("hooks.crashed", hook=label, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        traced.end(answers[index])
 
 
 def _merge(answers: Sequence[PostToolBatchOutput | None]) -> PostToolBatchOutput | None:

@@ -23,7 +23,7 @@ import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 import anyio.to_thread
@@ -43,6 +43,7 @@ from toolbatch.hooks._events import (
     replaced_output_keys,
 )
 from toolbatch.permissions import PermissionRule, claude_tool_names
+from toolbatch.telemetry import trace_hook
 
 __all__ = [
     "HOOK_EVENTS",
@@ -177,14 +178,23 @@ async def _run_one(
     answer = _Answer(hook)
     answers.append(answer)
     label = hook.label
+    kind: Literal["command", "python"] = (
+        "command" if isinstance(hook.hook, CommandHook) else "python"
+    )
+    traced = trace_hook(data.hook_event_name, label, kind)
     try:
         answer.output = await _ask(hook, data, default_timeout_s)
     except TimeoutError:
+        traced.failed("timeout")
         answer.failure = f"did not answer within {hook.timeout or default_timeout_s:g} s"
     except HookFailed as exc:
+        traced.failed(type(exc).__name__)
         answer.failure = str(exc)
     except Exception as exc:  # a crashing hook never breaks the call
+        traced.failed(type(exc).__name__)
         answer.failure = f"raised {type(exc).__name__}: {exc}"
+    finally:
+        traced.end(None)
     if answer.failure is not None:
         log.warning(
             "hooks.failed", hook_event=data.hook_event_name, hook=label, error=answer.failure

@@ -83,6 +83,7 @@ from toolbatch.producers._capture import (
     render,
     save,
 )
+from toolbatch.telemetry import child_environment
 
 __all__ = [
     "DEFAULT_DISPLAY_WINDOW_BYTES",
@@ -496,7 +497,7 @@ class ShellProducer:
                     stdout=write_fd,
                     stderr=subprocess.STDOUT,
                     cwd=invocation.cwd,
-                    env=env,
+                    env=child_environment(env),
                     spawn_thread=policy.spawn_thread if policy is not None else None,
                 )
             finally:

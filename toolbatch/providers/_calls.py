@@ -14,6 +14,7 @@ from typing import Any, Final
 from pydantic import JsonValue, ValidationError
 
 from toolbatch._wire import ToolCall
+from toolbatch.errors import ReplyShapeError
 
 __all__ = ["as_list", "field", "make_call", "plain", "reply_shape_error"]
 
@@ -58,13 +59,15 @@ def as_list(value: object) -> list[Any]:
     return [value]
 
 
-def reply_shape_error(api: str, expected: str, reply: object) -> ValueError:
+def reply_shape_error(api: str, expected: str, reply: object) -> ReplyShapeError:
     """The error for a reply that is not any shape of ``api``'s replies."""
     try:
         shown = json.dumps(reply, ensure_ascii=False, default=repr)
     except ValueError:
         shown = repr(reply)
-    return ValueError(f"not {api} reply: expected {expected}, got {shown[:_PREVIEW_CHARS]}")
+    return ReplyShapeError(
+        f"not {api} reply: expected {expected}, got {shown[:_PREVIEW_CHARS]}", api=api
+    )
 
 
 def _preview(text: str) -> str:

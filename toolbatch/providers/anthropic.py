@@ -80,7 +80,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
     not an object comes back with ``invalid`` set; no call is dropped.
 
     Raises:
-        ValueError: ``reply`` is not a message or a list of content blocks.
+        ReplyShapeError: (a ValueError) ``reply`` is not a message or a list of content blocks.
     """
     body = plain(reply)
     if isinstance(body, Mapping) and "content" in body:

@@ -89,7 +89,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
     ``call_<n>``; one whose ``args`` are not an object comes back with ``invalid`` set.
 
     Raises:
-        ValueError: ``reply`` is none of those shapes.
+        ReplyShapeError: (a ValueError) ``reply`` is none of those shapes.
     """
     body = plain(reply)
     if isinstance(body, Mapping) and "candidates" in body:

@@ -55,7 +55,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
     ``invalid`` set (the scheduler answers it with an error); no call is dropped.
 
     Raises:
-        ValueError: ``reply`` is not a chat completion or an assistant message.
+        ReplyShapeError: (a ValueError) ``reply`` is not a chat completion or an assistant message.
     """
     body = plain(reply)
     if not isinstance(body, Mapping):

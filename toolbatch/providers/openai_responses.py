@@ -59,7 +59,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
     (messages, reasoning, server-side tools) are not calls to run.
 
     Raises:
-        ValueError: ``reply`` is not a response or a list of output items.
+        ReplyShapeError: (a ValueError) ``reply`` is not a response or a list of output items.
     """
     body = plain(reply)
     if isinstance(body, Mapping) and "output" in body:

@@ -82,6 +82,7 @@ from toolbatch.scheduler._gate import (
     refusal,
 )
 from toolbatch.scheduler._registry import Registry
+from toolbatch.telemetry import call_scope, current_turn, traced_complete_turn, traced_execute
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_CEILING_S",
@@ -262,11 +263,12 @@ class SchedulerConfig:
     def mcp_config(self) -> Any:
         """The MCP servers to start: ``settings``' ``mcpServers``, then ``mcp_servers``
         (a ``toolbatch.producers.mcp.McpConfig``, or ``None`` when there are none)."""
+        documents = [d for d in (self._loaded.mcp_document, self.mcp_servers) if d is not None]
+        if not documents:
+            return None  # the MCP SDK is imported only when there are servers
         from toolbatch.producers.mcp import load_mcp_config, merge_mcp_configs
 
-        documents = [self._loaded.mcp_document, self.mcp_servers]
-        configs = [load_mcp_config(document) for document in documents if document is not None]
-        return merge_mcp_configs(*configs) if configs else None
+        return merge_mcp_configs(*(load_mcp_config(document) for document in documents))
 
     @property
     def loaded_settings(self) -> Settings:
@@ -341,12 +343,13 @@ def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
 class _Reporter:
     """Reports each call of a batch to the observer exactly once: started, then finished."""
 
-    __slots__ = ("_finished", "_progress", "_started")
+    __slots__ = ("_finished", "_progress", "_started", "telemetry")
 
     def __init__(self, observer: BatchObserver | None) -> None:
         self._started = getattr(observer, "call_started", None)
         self._progress = getattr(observer, "call_progress", None)
         self._finished = getattr(observer, "call_finished", None)
+        self.telemetry = current_turn()  # None unless spans or metrics are recorded
 
     def started(self, plan: _Plan) -> None:
         if not plan.started:
@@ -358,6 +361,8 @@ class _Reporter:
 
     def finished(self, plan: _Plan) -> None:
         self.started(plan)
+        if self.telemetry is not None:
+            self.telemetry.call_finished(plan, plan.call, plan.response)
         _safe_notify(self._finished, plan.call, plan.response)
 
 
@@ -542,6 +547,7 @@ class ToolScheduler:
         responses = await self.execute(calls, abort=abort, observer=observer, approve=approve)
         return await self.complete_turn(responses, budget=budget)
 
+    @traced_execute
     async def execute(
         self,
         calls: Sequence[ToolCall | Mapping[str, Any]],
@@ -571,6 +577,7 @@ class ToolScheduler:
             responses.append(plan.response)
         return responses
 
+    @traced_complete_turn
     async def complete_turn(
         self,
         responses: Sequence[ToolCallResponse],
@@ -728,7 +735,7 @@ class ToolScheduler:
         for plan in queue:
             if aborted.is_set():
                 return  # the rest are answered as cancelled once the batch ends
-            with anyio.CancelScope() as scope:
+            with anyio.CancelScope() as scope, call_scope(reporter.telemetry, plan, plan.call):
                 plan.scope = scope
                 plan.response = await self._answer(plan, reporter, approve)
             if plan.response is not None:

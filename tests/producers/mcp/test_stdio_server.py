@@ -40,6 +40,7 @@ TOOLS = {
     "pid",
     "header",
     "add_tool",
+    "meta",
 }
 """The test server's tools as offered (``task_only`` requires MCP tasks: not offered)."""
 

@@ -149,6 +149,10 @@ class McpConnection:
         self.tools: list[types.Tool] = []
         self.tools_version = 0
         self.server_info: types.Implementation | None = None
+        self.protocol_version: str | None = None
+        """The MCP version the server negotiated (told to telemetry)."""
+        self.session_id: str | None = None
+        """The streamable-HTTP session id the server assigned (told to telemetry)."""
         self.restarts = 0
         self._generation: _Generation | None = None
         self._count = 0
@@ -283,6 +287,7 @@ class McpConnection:
             self._resolved = kind
             self._set_tools(tools)
             self.server_info = initialized.server_info
+            self.protocol_version = session.protocol_version
             generation.session = session
             generation.settled.set()
             log.info(
@@ -372,7 +377,11 @@ class McpConnection:
             return
         timeout = httpx2.Timeout(HTTP_CONNECT_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
         async with (
-            httpx2.AsyncClient(headers=config.headers, timeout=timeout) as client,
+            httpx2.AsyncClient(
+                headers=config.headers,
+                timeout=timeout,
+                event_hooks={"response": [self._note_session_id]},
+            ) as client,
             streamable_http_client(config.url, http_client=client, max_sse_event_size=None) as (
                 read_stream,
                 write_stream,
@@ -394,6 +403,11 @@ class McpConnection:
                 server=self.name,
             ) from exc
         return config.model_copy(update={"env": {**variables, **config.env}})
+
+    async def _note_session_id(self, response: httpx2.Response) -> None:
+        session_id = response.headers.get("mcp-session-id")
+        if session_id:
+            self.session_id = session_id
 
     def _session(self, read_stream: Any, write_stream: Any, handler: Any) -> ClientSession:
         return ClientSession(

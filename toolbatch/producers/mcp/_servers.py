@@ -51,7 +51,7 @@ import structlog
 from toolbatch._wire import ToolCall, ToolResult
 from toolbatch.errors import ConfigError, McpError
 from toolbatch.producers._base import Producer, ProducerContext, ToolDeclaration
-from toolbatch.producers.mcp._config import McpConfig
+from toolbatch.producers.mcp._config import HttpServerConfig, McpConfig
 from toolbatch.producers.mcp._connection import (
     DEFAULT_START_TIMEOUT_S,
     CallFailure,
@@ -64,6 +64,7 @@ from toolbatch.producers.mcp._transform import (
     DEFAULT_PREVIEW_CHARS,
     transform_result,
 )
+from toolbatch.telemetry import trace_mcp_call
 
 __all__ = [
     "DEFAULT_MCP_TIMEOUT_S",
@@ -157,11 +158,27 @@ class McpToolProducer:
             timeout_s = min(timeout_s, context.timeout_s)
         # Nobody listens to the default callback: skip the SDK's progress plumbing then.
         progress = None if context.progress is _UNWATCHED_PROGRESS else context.progress
+        connection = self._connection
+        url = connection.config.url if isinstance(connection.config, HttpServerConfig) else None
+        traced = trace_mcp_call(
+            self.server,
+            self._tool.name,
+            url=url,
+            protocol_version=connection.protocol_version,
+            session_id=connection.session_id,
+        )
         outcome = await self._connection.call_tool(
             self._tool.name,
             scrub_surrogates(dict(call.args)),
             timeout_s=timeout_s,
             progress=progress,
+        )
+        traced.finished(
+            outcome.type
+            if isinstance(outcome, CallFailure)
+            else "tool_error"
+            if outcome.is_error
+            else None
         )
         if isinstance(outcome, CallFailure):
             context.log.info("mcp.call_failed", server=self.server, reason=outcome.type)

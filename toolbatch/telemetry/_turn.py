@@ -1,0 +1,635 @@
+"""The turn span and its call spans: one ``toolbatch.turn`` per batch, one ``execute_tool``
+per call.
+
+A turn is ``execute`` then ``complete_turn``, and runtimes call them separately (merging
+what they answered themselves in between), so the turn span cannot be a ``with`` block
+around one method. It is started by whichever comes first, as a child of the span current
+in the caller, and ended when ``complete_turn`` returns:
+
+* ``execute`` starts it (:func:`traced_execute`), runs the calls under it and keeps it
+  pending, keyed by the identity of the responses it returned;
+* ``complete_turn`` (:func:`traced_complete_turn`) takes the pending turn whose responses
+  it was given (the runtime passes the same objects on, merged with its own) or, when
+  there is none (every call answered by the runtime, or a runtime that only completes),
+  starts a turn of its own; it runs finalize, hooks, guard and record under it and ends it.
+
+``run_batch`` is both, so it needs nothing of its own. A turn executed but never completed
+is ended, marked ``toolbatch.turn.completed = false`` and dated when ``execute`` returned,
+once more than ``MAX_PENDING_TURNS`` are waiting or it waited ``PENDING_TTL_S``.
+
+Every call gets one ``execute_tool {name}`` span, a child of the turn span: started when a
+worker takes the call (approval included), current while its producer runs (so child
+processes and MCP requests carry its context), ended when the scheduler reports the call
+finished. Calls answered in place (unknown, invalid, duplicate) and calls the runtime
+answered itself get a span too, of no duration, so every response of a turn has one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
+
+from toolbatch.telemetry._names import (
+    CALL_CHARS,
+    CALL_PERSISTED,
+    CALL_STATUS,
+    ERROR_TYPE,
+    ERROR_TYPE_OTHER,
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
+    MCP_TOOL_ERROR,
+    OPERATION_EXECUTE_TOOL,
+    SPAN_TURN,
+    TOOL_TYPE_FUNCTION,
+    TURN_ARTIFACT_BYTES,
+    TURN_ARTIFACT_FAILURES,
+    TURN_ARTIFACTS,
+    TURN_BUDGET,
+    TURN_CALLS,
+    TURN_CHARS,
+    TURN_COMPLETED,
+    TURN_ERRORS,
+    TURN_HOOKS,
+    TURN_HOOKS_CONTEXT,
+    TURN_HOOKS_FAILED,
+    TURN_HOOKS_REPLACED,
+    TURN_RESPONSES_CUT,
+    TURN_SLOTS_CUT,
+    TURN_STOPPED,
+)
+from toolbatch.telemetry._runtime import Otel, capture_content, never_raises, recording
+
+if TYPE_CHECKING:
+    from toolbatch._wire import ToolCall, ToolCallResponse, Turn
+
+__all__ = [
+    "CallTelemetry",
+    "TurnTelemetry",
+    "call_scope",
+    "current_call",
+    "current_turn",
+    "note_cuts",
+    "traced_complete_turn",
+    "traced_execute",
+]
+
+MAX_PENDING_TURNS: Final = 128
+"""Turns executed and waiting for ``complete_turn``; past this the oldest is ended."""
+PENDING_TTL_S: Final = 3600.0
+"""A turn waiting this long for ``complete_turn`` is ended as not completed."""
+
+_TURN: ContextVar[TurnTelemetry | None] = ContextVar("toolbatch_telemetry_turn", default=None)
+_CALL: ContextVar[CallTelemetry | None] = ContextVar("toolbatch_telemetry_call", default=None)
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def current_turn() -> TurnTelemetry | None:
+    """The turn being executed or completed in this context (``None``: telemetry is off)."""
+    return _TURN.get()
+
+
+def current_call() -> CallTelemetry | None:
+    """The call whose producer runs in this context, if telemetry is on."""
+    return _CALL.get()
+
+
+def note_cuts(slots_cut: int, responses_cut: int) -> None:
+    """A finalize pass cut ``slots_cut`` text slots of ``responses_cut`` responses."""
+    turn = _TURN.get()
+    if turn is not None:
+        turn.note_cuts(slots_cut, responses_cut)
+
+
+def _status_of(response: ToolCallResponse) -> str:
+    if response.status == "error":
+        if response.error_type == "timeout":
+            return "timed_out"
+        if response.error_type == "permission_denied":
+            return "denied"
+    return response.status
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _result_content(response: ToolCallResponse) -> str:
+    """The response as the model reads it, JSON (media as their type and size only)."""
+    parts: list[object] = []
+    for part in response.parts:
+        dumped = part.model_dump(mode="json", by_alias=True, exclude_none=True)
+        inline = dumped.get("inlineData")
+        if isinstance(inline, dict) and isinstance(inline.get("data"), str):
+            inline["data"] = f"<{len(inline['data'])} base64 characters>"
+        parts.append(dumped)
+    return _json(parts[0] if len(parts) == 1 else parts)
+
+
+class CallTelemetry:
+    """One call's ``execute_tool`` span, from the moment a worker takes the call."""
+
+    __slots__ = ("_ended", "_start_ns", "error_type", "metric_attributes", "span", "turn")
+
+    def __init__(
+        self, turn: TurnTelemetry, call: ToolCall | _CallOf, start_ns: int | None = None
+    ) -> None:
+        self.turn = turn
+        self._start_ns = time.time_ns() if start_ns is None else start_ns
+        self._ended = False
+        self.error_type: str | None = None
+        """Set by a protocol's instrumentation (MCP: ``tool_error``) to override the response's."""
+        attributes: dict[str, Any] = {
+            # [GENAI-SPANS]: gen_ai.operation.name is given at creation, for sampling.
+            GEN_AI_OPERATION_NAME: OPERATION_EXECUTE_TOOL,
+            GEN_AI_TOOL_NAME: call.name,
+            GEN_AI_TOOL_CALL_ID: call.id,
+            GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
+        }
+        if turn.capture:
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = _json(call.args)
+        self.metric_attributes: dict[str, Any] = {
+            GEN_AI_TOOL_NAME: call.name,
+            GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
+        }
+        otel = turn.otel
+        self.span = otel.tracer().start_span(
+            f"{OPERATION_EXECUTE_TOOL} {call.name}",
+            context=turn.context,
+            kind=otel.trace.SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=self._start_ns,
+        )
+
+    def set_tool_type(self, tool_type: str) -> None:
+        """Correct ``gen_ai.tool.type`` (the default is ``function``)."""
+        self.span.set_attribute(GEN_AI_TOOL_TYPE, tool_type)
+        self.metric_attributes[GEN_AI_TOOL_TYPE] = tool_type
+
+    def finish(self, response: ToolCallResponse | None, end_ns: int | None = None) -> None:
+        """End the span with how the call ended, and record its metrics."""
+        if self._ended:
+            return
+        self._ended = True
+        end_ns = time.time_ns() if end_ns is None else end_ns
+        turn = self.turn
+        otel = turn.otel
+        attributes: dict[str, Any] = {}
+        metric = self.metric_attributes
+        if response is None:
+            status, error_type, chars = "cancelled", "cancelled", 0
+        else:
+            status = _status_of(response)
+            chars = response.content_length
+            error_type = None
+            if response.status != "success":
+                if self.error_type == MCP_TOOL_ERROR and response.error_type == "mcp_tool_error":
+                    error_type = MCP_TOOL_ERROR  # [MCP]: isError is reported as tool_error
+                else:
+                    error_type = response.error_type or ERROR_TYPE_OTHER
+            attributes[CALL_PERSISTED] = bool(response.persisted_output_files)
+            if turn.capture and error_type is None:
+                attributes[GEN_AI_TOOL_CALL_RESULT] = _result_content(response)
+        attributes[CALL_STATUS] = status
+        attributes[CALL_CHARS] = chars
+        metric[CALL_STATUS] = status
+        if error_type is not None:
+            attributes[ERROR_TYPE] = error_type
+            metric[ERROR_TYPE] = error_type
+            # Recording Errors: no description, the message may hold the call's content.
+            self.span.set_status(otel.trace.StatusCode.ERROR)
+        self.span.set_attributes(attributes)
+        self.span.end(end_time=end_ns)
+        # [GENAI-METRICS]: the same value as the span's duration.
+        instruments = otel.meters()
+        instruments.tool_duration.record((end_ns - self._start_ns) / 1e9, metric)
+        if chars:  # summed per tool, added once per turn
+            produced = turn.produced
+            tool = metric[GEN_AI_TOOL_NAME]
+            produced[tool] = produced.get(tool, 0) + chars
+
+
+class _CallScope:
+    """Makes a call's span current while its worker runs it (approval and producer)."""
+
+    __slots__ = ("_call", "_context_token", "_key", "_token", "_turn")
+
+    def __init__(self, turn: TurnTelemetry, key: object, call: ToolCall) -> None:
+        self._turn = turn
+        self._key = key
+        self._call = call
+        self._token: Token[CallTelemetry | None] | None = None
+        self._context_token: object = None
+
+    def __enter__(self) -> None:
+        self._start()
+
+    @never_raises
+    def _start(self) -> None:
+        turn = self._turn
+        record = turn.calls.get(id(self._key))
+        if record is None:
+            record = turn.calls[id(self._key)] = CallTelemetry(turn, self._call)
+        otel = turn.otel
+        self._context_token = otel.context.attach(
+            otel.trace.set_span_in_context(record.span, turn.context)
+        )
+        self._token = _CALL.set(record)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _CALL.reset(self._token)
+        if self._context_token is not None:
+            self._turn.otel.context.detach(self._context_token)
+
+
+class _NullScope:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NULL_SCOPE: Final = _NullScope()
+
+
+def call_scope(turn: TurnTelemetry | None, key: object, call: ToolCall) -> _CallScope | _NullScope:
+    """``with call_scope(turn, plan, call):`` around running one call (a no-op when off)."""
+    if turn is None:
+        return _NULL_SCOPE
+    return _CallScope(turn, key, call)
+
+
+class TurnTelemetry:
+    """One batch's ``toolbatch.turn`` span, its calls and what its steps counted."""
+
+    __slots__ = (
+        "artifact_bytes",
+        "artifact_failures",
+        "artifacts",
+        "calls",
+        "capture",
+        "context",
+        "executed",
+        "executed_ns",
+        "hooks",
+        "hooks_context",
+        "hooks_failed",
+        "hooks_replaced",
+        "otel",
+        "produced",
+        "responses_cut",
+        "slots_cut",
+        "span",
+        "start_ns",
+    )
+
+    def __init__(self, otel: Otel, session_id: str | None) -> None:
+        self.otel = otel
+        self.capture = capture_content()
+        self.start_ns = time.time_ns()
+        self.executed_ns: int | None = None
+        attributes = {GEN_AI_CONVERSATION_ID: session_id} if session_id else None
+        parent = otel.context.get_current() if otel.context is not None else None
+        self.span = otel.tracer().start_span(
+            SPAN_TURN,
+            context=parent,
+            kind=otel.trace.SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=self.start_ns,
+        )
+        self.context = otel.trace.set_span_in_context(self.span, parent)
+        self.calls: dict[int, CallTelemetry] = {}
+        self.executed: list[ToolCallResponse] = []
+        self.artifacts = 0
+        self.artifact_bytes = 0
+        self.artifact_failures = 0
+        self.hooks = 0
+        self.hooks_failed = 0
+        self.hooks_context = 0
+        self.hooks_replaced = 0
+        self.slots_cut = 0
+        self.produced: dict[str, int] = {}
+        self.responses_cut = 0
+
+    # -- calls ----------------------------------------------------------------------------
+
+    @never_raises
+    def call_finished(self, key: object, call: ToolCall, response: ToolCallResponse | None) -> None:
+        """The scheduler reported ``call`` finished (calls answered in place included)."""
+        record = self.calls.pop(id(key), None)
+        if record is None:  # answered in place: it never ran
+            now = time.time_ns()
+            record = CallTelemetry(self, call, now)
+            record.finish(response, now)
+            return
+        record.finish(response)
+
+    def _answered_by_runtime(self, responses: Iterable[ToolCallResponse]) -> None:
+        executed = {id(response) for response in self.executed}
+        for response in responses:
+            if id(response) in executed:
+                continue
+            now = time.time_ns()
+            CallTelemetry(self, _CallOf(response), now).finish(response, now)
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def note_cuts(self, slots_cut: int, responses_cut: int) -> None:
+        """A finalize pass cut this much (the turn keeps the larger of its two passes)."""
+        self.slots_cut = max(self.slots_cut, slots_cut)
+        self.responses_cut = max(self.responses_cut, responses_cut)
+
+    def note_artifact(self, nbytes: int | None) -> None:
+        """An artifact was written (``nbytes``) or could not be (``None``)."""
+        if nbytes is None:
+            self.artifact_failures += 1
+        else:
+            self.artifacts += 1
+            self.artifact_bytes += nbytes
+
+    def note_hook(self, outcome: str, replaced: int) -> None:
+        """A hook ran and ended with ``outcome``."""
+        self.hooks += 1
+        if outcome == "failed":
+            self.hooks_failed += 1
+        if outcome == "context":
+            self.hooks_context += 1
+        self.hooks_replaced += replaced
+
+    # -- the end --------------------------------------------------------------------------
+
+    def _end_calls(self, end_ns: int | None = None) -> None:
+        for record in self.calls.values():
+            record.finish(None, end_ns)
+        self.calls.clear()
+        produced = self.otel.meters().output_produced
+        for tool, chars in self.produced.items():
+            produced.add(chars, {GEN_AI_TOOL_NAME: tool})
+        self.produced.clear()
+
+    def _counts(self) -> dict[str, Any]:
+        return {
+            TURN_SLOTS_CUT: self.slots_cut,
+            TURN_RESPONSES_CUT: self.responses_cut,
+            TURN_ARTIFACTS: self.artifacts,
+            TURN_ARTIFACT_BYTES: self.artifact_bytes,
+            TURN_ARTIFACT_FAILURES: self.artifact_failures,
+            TURN_HOOKS: self.hooks,
+            TURN_HOOKS_FAILED: self.hooks_failed,
+            TURN_HOOKS_CONTEXT: self.hooks_context,
+            TURN_HOOKS_REPLACED: self.hooks_replaced,
+        }
+
+    @never_raises
+    def end_not_completed(self) -> None:
+        """End a turn whose ``execute`` was never followed by ``complete_turn``."""
+        end_ns = self.executed_ns if self.executed_ns is not None else time.time_ns()
+        self._end_calls(end_ns)
+        self.span.set_attributes({**self._counts(), TURN_COMPLETED: False})
+        self.span.end(end_time=end_ns)
+
+    @never_raises
+    def end_failed(self, exc: BaseException) -> None:
+        """End the turn with the exception that stopped it."""
+        self._end_calls()
+        otel = self.otel
+        turn = getattr(exc, "turn", None)  # RecorderError: completed, but not recorded
+        if turn is not None:
+            self._record_turn(turn, None)
+        attributes = {**self._counts(), TURN_COMPLETED: turn is not None}
+        if isinstance(exc, Exception):
+            attributes[ERROR_TYPE] = type(exc).__qualname__
+            self.span.record_exception(exc)
+            self.span.set_status(otel.trace.StatusCode.ERROR)
+        else:  # cancelled (or the process is stopping): not an error of the turn
+            attributes[ERROR_TYPE] = "cancelled"
+        self.span.set_attributes(attributes)
+        self.span.end()
+
+    def _record_turn(self, turn: Turn, budget: int | None) -> None:
+        sent_by_tool: dict[str, int] = {}
+        for response in turn.responses:
+            if response.content_length:
+                chars = sent_by_tool.get(response.name, 0) + response.content_length
+                sent_by_tool[response.name] = chars
+        sent = self.otel.meters().output_sent
+        for tool, chars in sent_by_tool.items():
+            sent.add(chars, {GEN_AI_TOOL_NAME: tool})
+        attributes: dict[str, Any] = {
+            TURN_CALLS: len(turn.responses),
+            TURN_ERRORS: sum(1 for r in turn.responses if r.status != "success"),
+            TURN_CHARS: turn.content_length,
+            TURN_STOPPED: turn.stop_reason is not None,
+        }
+        if budget is not None:
+            attributes[TURN_BUDGET] = budget
+        self.span.set_attributes(attributes)
+
+    @never_raises
+    def end_completed(
+        self, responses: Sequence[ToolCallResponse], turn: Turn, budget: int | None
+    ) -> None:
+        """End the turn ``complete_turn`` returned."""
+        self._answered_by_runtime(responses)
+        self._end_calls()
+        self._record_turn(turn, budget)
+        self.span.set_attributes({**self._counts(), TURN_COMPLETED: True})
+        self.span.end()
+
+
+class _CallOf:
+    """What a call span needs of a call the runtime answered itself (no ``ToolCall`` here)."""
+
+    __slots__ = ("args", "id", "name")
+
+    def __init__(self, response: ToolCallResponse) -> None:
+        self.id = response.call_id
+        self.name = response.name
+        self.args = response.call_args if response.call_args is not None else {}
+
+
+class _Pending:
+    """Turns executed and not completed yet, found again by their responses' identity."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._turns: OrderedDict[int, TurnTelemetry] = OrderedDict()
+        self._by_response: dict[int, TurnTelemetry] = {}
+        self.waiting = self._by_response
+        """Empty when no turn waits (checked on every batch: a plain dict is cheapest)."""
+
+    def add(self, turn: TurnTelemetry) -> None:
+        expired: list[TurnTelemetry] = []
+        with self._lock:
+            self._turns[id(turn)] = turn
+            for response in turn.executed:
+                self._by_response[id(response)] = turn
+            while len(self._turns) > MAX_PENDING_TURNS:
+                expired.append(self._forget(next(iter(self._turns.values()))))
+        for old in expired:
+            old.end_not_completed()
+
+    def claim(self, responses: Sequence[ToolCallResponse]) -> TurnTelemetry | None:
+        """The pending turn that executed any of ``responses``, removed from the pending."""
+        with self._lock:
+            for response in responses:
+                # Identity is safe: the turn holds its responses, so a live object with the
+                # same id is the same object.
+                turn = self._by_response.get(id(response))
+                if turn is not None:
+                    return self._forget(turn)
+        return None
+
+    def expire(self, now_ns: int) -> None:
+        """End the turns that waited too long for ``complete_turn``."""
+        expired: list[TurnTelemetry] = []
+        with self._lock:
+            for turn in list(self._turns.values()):
+                waited = now_ns - (turn.executed_ns or now_ns)
+                if waited < PENDING_TTL_S * 1e9:
+                    break
+                expired.append(self._forget(turn))
+        for old in expired:
+            old.end_not_completed()
+
+    def _forget(self, turn: TurnTelemetry) -> TurnTelemetry:
+        self._turns.pop(id(turn), None)
+        for response in turn.executed:
+            if self._by_response.get(id(response)) is turn:
+                del self._by_response[id(response)]
+        return turn
+
+
+PENDING: Final = _Pending()
+
+
+@never_raises
+def _begin(otel: Otel, scheduler: object) -> TurnTelemetry:
+    if PENDING.waiting:
+        PENDING.expire(time.time_ns())
+    return TurnTelemetry(otel, _session_id(scheduler))
+
+
+def _session_id(scheduler: object) -> str | None:
+    config = getattr(scheduler, "config", None)
+    value = getattr(config, "session_id", None)
+    return value if isinstance(value, str) else None
+
+
+def traced_execute(
+    method: Callable[Concatenate[S, P], Awaitable[list[ToolCallResponse]]],
+) -> Callable[Concatenate[S, P], Awaitable[list[ToolCallResponse]]]:
+    """Decorates ``ToolScheduler.execute``: the calls run under a turn span (see module doc).
+
+    With nothing recording, the method's own coroutine is returned as it is: no extra frame
+    on the path of every batch.
+    """
+
+    @functools.wraps(method)
+    def execute(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[list[ToolCallResponse]]:
+        otel = recording()
+        if otel is None:
+            return method(self, *args, **kwargs)
+        return _traced_execute(otel, method, self, args, kwargs)
+
+    return execute
+
+
+async def _traced_execute(
+    otel: Otel,
+    method: Callable[..., Awaitable[list[ToolCallResponse]]],
+    scheduler: object,
+    args: Any,
+    kwargs: Any,
+) -> list[ToolCallResponse]:
+    turn = _begin(otel, scheduler)
+    if turn is None:  # telemetry itself failed: the batch runs untraced
+        return await method(scheduler, *args, **kwargs)
+    token = _TURN.set(turn)
+    context_token = otel.context.attach(turn.context)
+    try:
+        responses = await method(scheduler, *args, **kwargs)
+    except BaseException as exc:
+        turn.end_failed(exc)
+        raise
+    finally:
+        otel.context.detach(context_token)
+        _TURN.reset(token)
+    turn.executed = list(responses)
+    turn.executed_ns = time.time_ns()
+    PENDING.add(turn)
+    return responses
+
+
+def _budget_of(scheduler: object, budget: object) -> int | None:
+    """The turn's budget as ``complete_turn`` resolves it (``None``: no budget)."""
+    if budget is None or isinstance(budget, bool):
+        return None
+    if isinstance(budget, int):
+        return budget if budget > 0 else None
+    if isinstance(budget, float):
+        return int(budget) if 0 < budget < float("inf") else None
+    configured = getattr(getattr(scheduler, "config", None), "budget", None)  # USE_CONFIG
+    return configured if isinstance(configured, int) else None
+
+
+def traced_complete_turn(
+    method: Callable[Concatenate[S, Sequence[ToolCallResponse], P], Awaitable[Turn]],
+) -> Callable[Concatenate[S, Sequence[ToolCallResponse], P], Awaitable[Turn]]:
+    """Decorates ``ToolScheduler.complete_turn``: finishes the turn ``execute`` started, or
+    starts one (see the module doc); the method's own coroutine when nothing records."""
+
+    @functools.wraps(method)
+    def complete_turn(
+        self: S, responses: Sequence[ToolCallResponse], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Awaitable[Turn]:
+        if not PENDING.waiting and recording() is None:
+            return method(self, responses, *args, **kwargs)
+        return _traced_complete_turn(method, self, responses, args, kwargs)
+
+    return complete_turn
+
+
+async def _traced_complete_turn(
+    method: Callable[..., Awaitable[Turn]],
+    scheduler: object,
+    responses: Sequence[ToolCallResponse],
+    args: Any,
+    kwargs: Any,
+) -> Turn:
+    turn = PENDING.claim(responses)
+    if turn is None:
+        otel = recording()
+        turn = None if otel is None else _begin(otel, scheduler)
+        if turn is None:
+            return await method(scheduler, responses, *args, **kwargs)
+    otel = turn.otel
+    token = _TURN.set(turn)
+    context_token = otel.context.attach(turn.context)
+    try:
+        completed = await method(scheduler, responses, *args, **kwargs)
+    except BaseException as exc:
+        turn.end_failed(exc)
+        raise
+    finally:
+        otel.context.detach(context_token)
+        _TURN.reset(token)
+    turn.end_completed(responses, completed, _budget_of(scheduler, kwargs.get("budget", ...)))
+    return completed
