@@ -307,7 +307,10 @@ class ToolCallResponse(BaseModel):
     shortens a preview instead of nesting a second one. Leave it alone; it is checked
     against the current text before use, so a stale value is ignored. ``call_args`` are the
     arguments of the call this response answers (what hooks see as ``tool_input``); it is
-    internal too and set by ``from_result`` and ``failed``.
+    internal too and set by ``from_result`` and ``failed``. ``hook_notes`` and ``hook_stop``
+    are what the call's own hooks (PreToolUse, PostToolUse, PostToolUseFailure) asked to tell
+    the model and why they stopped the agent: internal, never part of the response's parts;
+    ``complete_turn`` sends the notes as the turn's own text parts, bounded by the budget.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -322,6 +325,8 @@ class ToolCallResponse(BaseModel):
     persisted_output_files: tuple[Path, ...] | None = Field(default=None, exclude=True)
     finalize_state: object = Field(default=None, exclude=True, repr=False)
     call_args: dict[str, JsonValue] | None = Field(default=None, exclude=True, repr=False)
+    hook_notes: tuple[str, ...] = Field(default=(), exclude=True, repr=False)
+    hook_stop: str | None = Field(default=None, exclude=True, repr=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -397,6 +402,8 @@ class ToolCallResponse(BaseModel):
                 "persisted_output_files": result.persisted_output_files,
                 "finalize_state": None,
                 "call_args": call.args,
+                "hook_notes": (),
+                "hook_stop": None,
             },
         )
 
@@ -428,6 +435,8 @@ class ToolCallResponse(BaseModel):
                 "persisted_output_files": (),
                 "finalize_state": None,
                 "call_args": call.args,
+                "hook_notes": (),
+                "hook_stop": None,
             },
         )
 
@@ -538,6 +547,8 @@ class ToolDeclaration(BaseModel):
         input_schema: a JSON schema (an object schema) for the call's ``args``.
         needs_permission: whether an interactive front end (ACP) asks the user first.
         read_only: whether the tool only reads (speculative runs may run it ahead of time).
+        trusted: whether its calls skip permission asks (an MCP server's ``trust`` or
+            ``alwaysAllow``); deny rules and hooks still apply.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -547,6 +558,7 @@ class ToolDeclaration(BaseModel):
     input_schema: dict[str, JsonValue] = Field(default_factory=lambda: _empty_object_schema())
     needs_permission: bool = Field(default=False, exclude=True)
     read_only: bool = Field(default=False, exclude=True)
+    trusted: bool = Field(default=False, exclude=True)
 
 
 def _empty_object_schema() -> dict[str, JsonValue]:

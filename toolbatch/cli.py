@@ -41,7 +41,10 @@
     ``--all``. A live session is never removed.
 
 The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config``,
-``--artifacts-dir``) are defined once here for ``run``, ``serve`` and ``acp``. Budget
+``--settings``, ``--mcp-startup-timeout``, ``--artifacts-dir``) are defined once here for
+``run``, ``serve`` and ``acp``. ``--settings PATH`` (repeatable) reads Claude Code settings
+files: their hooks, permission rules and ``mcpServers``; headless (``run``, ``serve``), a
+call a rule asks about is denied with the rule named. Budget
 (``--budget``, and ``"budget"`` in a batch): code points of model-facing tool text per
 batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
 wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
@@ -197,6 +200,21 @@ def _runtime_options() -> argparse.ArgumentParser:
         "--mcp-config",
         metavar="PATH",
         help='an {"mcpServers": {...}} JSON file; its servers\' tools join the built-in ones',
+    )
+    options.add_argument(
+        "--settings",
+        action="append",
+        metavar="PATH",
+        help="a Claude Code settings file (hooks, permissions, mcpServers); repeatable, "
+        "merged in order, later wins (e.g. ~/.claude/settings.json, then "
+        ".claude/settings.json); inline JSON works too",
+    )
+    options.add_argument(
+        "--mcp-startup-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="how long each MCP server has to start when its entry sets no "
+        "startup_timeout_sec (default: MCP_TIMEOUT in milliseconds, else 30)",
     )
     options.add_argument(
         "--budget",
@@ -637,6 +655,8 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
         call_timeout=args.timeout,
         artifacts_dir=args.artifacts_dir,
         mcp_servers=args.mcp_config,
+        mcp_startup_timeout=args.mcp_startup_timeout,
+        settings=list(args.settings) if args.settings else None,
         sandbox=args.sandbox,
         workspace_roots=args.workspace,
         network=args.network,

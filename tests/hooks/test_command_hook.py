@@ -88,16 +88,53 @@ async def test_exit_code_2_blocks_with_stderr_as_reason(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        pytest.param('print("this is not json")', "not JSON", id="garbage"),
-        pytest.param('print("[1, 2]")', "not an object", id="json-array"),
+        pytest.param(
+            'print(json.dumps({"decision": "stop"}))', "must be 'block'", id="bad-decision"
+        ),
         pytest.param('sys.stderr.write("boom"); sys.exit(1)', "exited with code 1", id="exit-1"),
         pytest.param("raise SystemExit(3)", "exited with code 3", id="exit-3"),
+        pytest.param('print("[" * 100 + "]" * 100)', None, id="deep-array-is-plain-text"),
+        pytest.param(
+            """print("{" + '"a":{' * 40 + "}" * 41)""", "nested deeper than 32", id="deep-object"
+        ),
+        pytest.param(
+            'sys.stdout.write("{" + " " * (2 * 2**20) + "}")', "more than 1,048,576", id="huge"
+        ),
     ],
 )
-async def test_bad_answers_are_hook_failures(tmp_path: Path, body: str, message: str) -> None:
-    """Garbage, non-objects and failing exits raise HookFailed (the runner logs them)."""
+async def test_bad_answers_are_hook_failures(
+    tmp_path: Path, body: str, message: str | None
+) -> None:
+    """Failing exits, answers off the schema, and stdout past the size or nesting limit raise
+    HookFailed (the runner logs them; that hook changes nothing)."""
+    if message is None:
+        assert await CommandHook(_script(tmp_path, body))(_batch()) is None
+        return
     with pytest.raises(HookFailed, match=message):
         await CommandHook(_script(tmp_path, body))(_batch())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param('print("this is not json")', id="plain-text"),
+        pytest.param('print("[1, 2]")', id="json-array"),
+        pytest.param('print("{not json")', id="invalid-json-after-brace"),
+    ],
+)
+async def test_stdout_that_is_not_a_json_object_decides_nothing(tmp_path: Path, body: str) -> None:
+    """Claude Code's rule: only stdout starting with '{' is JSON; the rest is a log line."""
+    assert await CommandHook(_script(tmp_path, body))(_batch()) is None
+
+
+async def test_an_error_exit_with_a_valid_json_answer_lets_the_json_decide(
+    tmp_path: Path,
+) -> None:
+    """Any exit but 0 and 2 with a schema-valid answer: the JSON alone decides."""
+    body = 'print(json.dumps({"decision": "block", "reason": "json says so"})); sys.exit(1)'
+    answer = await CommandHook(_script(tmp_path, body))(_batch())
+    assert answer is not None
+    assert answer.stop_reason == "json says so"
 
 
 async def test_missing_executable_is_a_hook_failure(tmp_path: Path) -> None:

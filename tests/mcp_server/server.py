@@ -2,7 +2,8 @@
 
 Run it as ``python tests/mcp_server/server.py`` (stdio) or
 ``python tests/mcp_server/server.py --http --port 8765`` (streamable HTTP on 127.0.0.1, path
-``/mcp``). The scheduler, chaos and CLI tests use it too, so its tools are a contract:
+``/mcp``), or ``--sse --port 8765`` (legacy HTTP+SSE, path ``/sse``). The scheduler, chaos
+and CLI tests use it too, so its tools are a contract:
 
 ============== ==================================================================
 tool           what it does
@@ -37,6 +38,10 @@ spawn_child    ``spawn_child(seconds=300)`` starts ``sleep <seconds>`` in the se
 pid            ``pid()`` returns the server's own pid.
 header         ``header(name)`` returns that HTTP request header's value (``""`` on stdio or
                when absent).
+add_tool       ``add_tool(name)`` registers a new tool ``name`` (it returns ``"<name> here"``)
+               and sends ``notifications/tools/list_changed``.
+task_only      listed with ``execution.taskSupport == "required"`` (MCP tasks); called
+               plainly it returns ``"task_only ran"``.
 meta           ``meta()`` returns the ``params._meta`` of its own ``tools/call`` request as a
                JSON object (text), e.g. the ``traceparent`` a client injected.
 ============== ==================================================================
@@ -70,6 +75,7 @@ from mcp_types import (
     ResourceLink,
     TextContent,
     TextResourceContents,
+    ToolExecution,
     jsonrpc_message_adapter,
 )
 from pydantic import BaseModel
@@ -274,6 +280,41 @@ def header(name: str, ctx: Context | None = None) -> str:
 
 
 @mcp.tool()
+async def add_tool(name: str, ctx: Context | None = None) -> str:
+    """Register a new tool and tell the client the list changed."""
+
+    def added() -> str:
+        return f"{name} here"
+
+    mcp.add_tool(added, name=name, description=f"added at run time: {name}")
+    if ctx is not None:
+        await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+@mcp.tool()
+def task_only() -> str:
+    """A tool that declares it must run as an MCP task."""
+    return "task_only ran"
+
+
+_plain_list_tools = mcp.list_tools
+
+
+async def _list_tools_with_task_support():  # type: ignore[no-untyped-def]
+    tools = await _plain_list_tools()
+    return [
+        tool.model_copy(update={"execution": ToolExecution(task_support="required")})
+        if tool.name == "task_only"
+        else tool
+        for tool in tools
+    ]
+
+
+mcp.list_tools = _list_tools_with_task_support  # type: ignore[method-assign]
+
+
+@mcp.tool()
 def meta(ctx: Context | None = None) -> str:
     """Return the params._meta of this tools/call request as a JSON object."""
     received = ctx.request_context.meta if ctx is not None else None
@@ -334,10 +375,13 @@ async def _serve_stdio() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP, not stdio")
+    parser.add_argument("--sse", action="store_true", help="serve the legacy HTTP+SSE transport")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     if args.http:
         mcp.run("streamable-http", host="127.0.0.1", port=args.port)
+    elif args.sse:
+        mcp.run("sse", host="127.0.0.1", port=args.port)
     else:
         anyio.run(_serve_stdio)
         # Interpreter teardown of the SDK's modules takes most of a second; nothing is left

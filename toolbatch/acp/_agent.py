@@ -662,8 +662,8 @@ def _session_cwd(cwd: str) -> Path:
 def _editor_servers(mcp_servers: Any) -> dict[str, dict[str, Any]]:
     """The editor's MCP servers (``session/new``'s ``mcpServers``) as ``mcpServers`` entries.
 
-    Stdio servers keep their command, arguments and environment; HTTP servers their URL
-    and headers. SSE servers (deprecated by MCP) are skipped with a warning.
+    Stdio servers keep their command, arguments and environment; HTTP and SSE servers their
+    URL and headers (SSE through the MCP SDK's legacy client).
     """
     entries: dict[str, dict[str, Any]] = {}
     for server in mcp_servers or ():
@@ -675,13 +675,14 @@ def _editor_servers(mcp_servers: Any) -> dict[str, dict[str, Any]]:
                 "args": list(data.get("args") or []),
                 "env": {e["name"]: e["value"] for e in data.get("env") or []},
             }
-        elif data.get("url") and data.get("type", "http") == "http":
+        elif data.get("url") and data.get("type", "http") in ("http", "sse"):
             entries[name] = {
+                "type": data.get("type", "http"),
                 "url": data["url"],
                 "headers": {h["name"]: h["value"] for h in data.get("headers") or []},
             }
         else:
-            log.warning("acp.mcp_server_skipped", server=name, reason="only stdio and http")
+            log.warning("acp.mcp_server_skipped", server=name, reason="only stdio, http, sse")
     return entries
 
 
@@ -689,12 +690,11 @@ def _session_servers(configured: Any, editor: dict[str, dict[str, Any]]) -> Any:
     """``--mcp-config``'s servers plus the editor's (an editor entry wins on a name clash)."""
     if not editor:
         return configured
-    document: dict[str, Any] = {"mcpServers": {}}
-    if configured is not None:
-        with open(configured, encoding="utf-8") as file:
-            document = json.load(file)
-    document.setdefault("mcpServers", {}).update(editor)
-    return document
+    from toolbatch.producers.mcp import load_mcp_config, merge_mcp_configs
+
+    own = load_mcp_config({"mcpServers": editor})
+    # Whatever shape the file has (mcpServers or VS Code's servers), its entries merge whole.
+    return own if configured is None else merge_mcp_configs(load_mcp_config(configured), own)
 
 
 def _read_transcript(path: Path) -> tuple[list[RecordedTurn], list[Message]]:

@@ -1,10 +1,29 @@
-"""PostToolBatch hooks: Python callables and external commands that see the bounded batch."""
+"""Hooks in Claude Code's format: PreToolUse, PostToolUse, PostToolUseFailure, PostToolBatch.
+
+Python callables and external commands (``CommandHook``) that see a call before it runs, its
+result after, and the bounded batch at the end; ``load_settings`` reads Claude Code settings
+files (hooks, permissions, MCP servers). Details: ``toolbatch/hooks/README.md``.
+"""
 
 from toolbatch.hooks._command import (
     BLOCK_EXIT_CODE,
     DEFAULT_HOOK_TIMEOUT_S,
+    DEFAULT_MAX_HOOK_OUTPUT_BYTES,
+    MAX_HOOK_JSON_DEPTH,
     CommandHook,
+    CommandOutcome,
     HookFailed,
+)
+from toolbatch.hooks._events import (
+    MAX_HOOK_ERROR_CHARS,
+    HookEvent,
+    PostToolUseFailureInput,
+    PostToolUseInput,
+    PreToolUseInput,
+    ToolHookInput,
+    ToolHookOutput,
+    parse_tool_hook_answer,
+    truncate_middle,
 )
 from toolbatch.hooks._models import (
     HookToolCall,
@@ -19,11 +38,35 @@ from toolbatch.hooks._runner import (
     build_hook_input,
     run_post_tool_batch_hooks,
 )
+from toolbatch.hooks._settings import (
+    SETTINGS_HOOK_TIMEOUT_S,
+    Settings,
+    SettingsSource,
+    load_settings,
+)
+from toolbatch.hooks._tool_hooks import (
+    HOOK_EVENTS,
+    EventHook,
+    PostToolUseOutcome,
+    PreToolUseOutcome,
+    ToolHookFunction,
+    note,
+    run_post_tool_use_hooks,
+    run_pre_tool_use_hooks,
+)
 
 __all__ = [
     "BLOCK_EXIT_CODE",
     "DEFAULT_HOOK_TIMEOUT_S",
+    "DEFAULT_MAX_HOOK_OUTPUT_BYTES",
+    "HOOK_EVENTS",
+    "MAX_HOOK_ERROR_CHARS",
+    "MAX_HOOK_JSON_DEPTH",
+    "SETTINGS_HOOK_TIMEOUT_S",
     "CommandHook",
+    "CommandOutcome",
+    "EventHook",
+    "HookEvent",
     "HookFailed",
     "HookOutcome",
     "HookToolCall",
@@ -31,7 +74,23 @@ __all__ = [
     "PostToolBatchHook",
     "PostToolBatchInput",
     "PostToolBatchOutput",
+    "PostToolUseFailureInput",
+    "PostToolUseInput",
+    "PostToolUseOutcome",
+    "PreToolUseInput",
+    "PreToolUseOutcome",
+    "Settings",
+    "SettingsSource",
+    "ToolHookFunction",
+    "ToolHookInput",
+    "ToolHookOutput",
     "apply_hook_output",
     "build_hook_input",
+    "load_settings",
+    "note",
+    "parse_tool_hook_answer",
     "run_post_tool_batch_hooks",
+    "run_post_tool_use_hooks",
+    "run_pre_tool_use_hooks",
+    "truncate_middle",
 ]

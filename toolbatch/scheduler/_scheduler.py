@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Self
@@ -54,9 +54,13 @@ from toolbatch.finalize import (
 from toolbatch.hooks import (
     DEFAULT_HOOK_TIMEOUT_S,
     CommandHook,
+    EventHook,
     PostToolBatchHook,
+    Settings,
+    SettingsSource,
     apply_hook_output,
     build_hook_input,
+    load_settings,
     run_post_tool_batch_hooks,
 )
 from toolbatch.producers import (
@@ -70,6 +74,13 @@ from toolbatch.producers import (
     open_process_policy,
 )
 from toolbatch.recorder import Recorder, response_kind
+from toolbatch.scheduler._gate import (
+    Admitted,
+    ApprovalCallback,
+    CallGate,
+    ask_approval,
+    refusal,
+)
 from toolbatch.scheduler._registry import Registry
 from toolbatch.telemetry import call_scope, current_turn, traced_complete_turn, traced_execute
 
@@ -95,9 +106,7 @@ DEADLINE_POLL_S: Final = 0.1
 """How often a batch's deadline watcher looks again (its timing precision)."""
 HOOK_CONTEXT_TOOL: Final = "hook_context"
 """The name a batch's own text (hook context, a stop note) is persisted under when cut."""
-
-ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool]]
-"""Asked before a tool whose declaration needs permission runs; ``False`` rejects it."""
+CALL_HOOK_STOP_NOTE: Final = "A hook stopped the agent after these tool results: "
 
 
 class UseConfig:
@@ -147,9 +156,18 @@ class SchedulerConfig:
             the per-user state directory, ``sessions/<session_id>``, kept while the session
             is open and for 7 days after its last use; see ``toolbatch artifacts``).
         store: an ``ArtifactStore`` to use instead of making one at ``artifacts_dir``.
-        mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict or a JSON file path
-            (read and checked now); its servers are started on enter and stopped on exit.
-        hooks: PostToolBatch hooks: async callables and ``CommandHook``s.
+        mcp_servers: an ``{"mcpServers": {...}}`` document, as a dict, a JSON file path or
+            an ``McpConfig`` (read and checked now), in any common agent's shape (see
+            ``toolbatch.producers.mcp``); its servers are started on enter and stopped on
+            exit. Its entries win over same-named ones of ``settings``.
+        mcp_startup_timeout: seconds each MCP server has to start (``initialize`` and
+            ``tools/list``) when its entry sets no ``startup_timeout_sec``; ``None``: the
+            ``MCP_TIMEOUT`` environment variable (milliseconds), else 30 s.
+        settings: Claude Code settings (a path or a dict, or a list merged in order, later
+            wins): their ``hooks``, ``permissions`` and ``mcpServers`` (see
+            ``toolbatch.hooks.load_settings``), read and checked now.
+        hooks: PostToolBatch hooks (async callables and ``CommandHook``s) and
+            ``toolbatch.hooks.EventHook``s for any event, beside those of ``settings``.
         hook_timeout: seconds a Python hook may take (command hooks have their own).
         recorder: where each completed turn is recorded before it is returned.
         lifecycle_tools: tools whose successful output is policy input, kept inline
@@ -177,8 +195,10 @@ class SchedulerConfig:
     call_timeout: float = DEFAULT_CALL_TIMEOUT_CEILING_S
     artifacts_dir: str | os.PathLike[str] | None = None
     store: ArtifactStore | None = None
-    mcp_servers: Mapping[str, Any] | str | os.PathLike[str] | None = None
-    hooks: Sequence[PostToolBatchHook | CommandHook] = ()
+    mcp_servers: Any = None
+    mcp_startup_timeout: float | None = None
+    settings: SettingsSource | Sequence[SettingsSource] | None = None
+    hooks: Sequence[PostToolBatchHook | CommandHook | EventHook] = ()
     hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
     recorder: Recorder | None = None
     lifecycle_tools: Iterable[str] = field(default_factory=lambda: DEFAULT_LIFECYCLE_TOOLS)
@@ -191,6 +211,7 @@ class SchedulerConfig:
     shell_env: ShellEnvMode = "inherit"
     shell_env_allow: Sequence[str] = ()
     shell_env_set: Mapping[str, str] = field(default_factory=dict)
+    _loaded: Settings = field(default_factory=Settings, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Normalised once, here: the rest of toolbatch sees int | None and a frozenset.
@@ -214,10 +235,10 @@ class SchedulerConfig:
         if isinstance(self.hooks, str | bytes) or not isinstance(self.hooks, Sequence):
             raise ConfigError(f"hooks must be a list of hooks, got {self.hooks!r}")
         for index, hook in enumerate(self.hooks):
-            if not callable(hook):
+            if not callable(hook) and not isinstance(hook, EventHook):
                 raise ConfigError(
-                    f"hooks[{index}] = {hook!r} is not callable; pass an async function or a "
-                    f"toolbatch.hooks.CommandHook"
+                    f"hooks[{index}] = {hook!r} is not callable; pass an async function, a "
+                    f"toolbatch.hooks.CommandHook or a toolbatch.hooks.EventHook"
                 )
         if self.recorder is not None and not callable(getattr(self.recorder, "record_turn", None)):
             raise ConfigError(
@@ -234,10 +255,36 @@ class SchedulerConfig:
             shell_env_allow=self.shell_env_allow,
             shell_env_set=self.shell_env_set,
         )
-        if self.mcp_servers is not None:
-            from toolbatch.producers.mcp import load_mcp_config
+        if self.mcp_startup_timeout is not None:
+            _check_positive("mcp_startup_timeout", self.mcp_startup_timeout)
+        object.__setattr__(self, "_loaded", load_settings(self.settings))
+        self.mcp_config()  # a bad document fails now, not on enter
 
-            load_mcp_config(self.mcp_servers)  # a bad document fails now, not on enter
+    def mcp_config(self) -> Any:
+        """The MCP servers to start: ``settings``' ``mcpServers``, then ``mcp_servers``
+        (a ``toolbatch.producers.mcp.McpConfig``, or ``None`` when there are none)."""
+        documents = [d for d in (self._loaded.mcp_document, self.mcp_servers) if d is not None]
+        if not documents:
+            return None  # the MCP SDK is imported only when there are servers
+        from toolbatch.producers.mcp import load_mcp_config, merge_mcp_configs
+
+        return merge_mcp_configs(*(load_mcp_config(document) for document in documents))
+
+    @property
+    def loaded_settings(self) -> Settings:
+        """``settings`` as read and merged."""
+        return self._loaded
+
+    def event_hooks(self) -> list[EventHook]:
+        """Every hook bound to an event: ``settings``' first, then ``hooks``' ``EventHook``s."""
+        own = [hook for hook in self.hooks if isinstance(hook, EventHook)]
+        return [*self._loaded.hooks, *own]
+
+    def post_tool_batch_hooks(self) -> list[PostToolBatchHook | CommandHook]:
+        """The PostToolBatch hooks, in order: plain ``hooks``, then event-bound ones."""
+        plain = [hook for hook in self.hooks if not isinstance(hook, EventHook)]
+        bound = [hook.hook for hook in self.event_hooks() if hook.event == "PostToolBatch"]
+        return [*plain, *bound]
 
     @property
     def budget(self) -> Budget:
@@ -345,6 +392,13 @@ class ToolScheduler:
         self._policy: ProcessPolicy | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._mcp: Any = None
+        self._gate = CallGate.build(
+            self.config.event_hooks(),
+            self.config.loaded_settings.permissions,
+            hook_timeout_s=self.config.hook_timeout,
+            session_id=self.config.session_id,
+        )
+        self._batch_hooks = self.config.post_tool_batch_hooks()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -370,17 +424,9 @@ class ToolScheduler:
                 )
             )
             self._producers = self.registry.producers()
-            if self.config.mcp_servers is not None:
-                from toolbatch.producers.mcp import McpServers, load_mcp_config
-
-                servers = McpServers(load_mcp_config(self.config.mcp_servers))
-                self._mcp = await stack.enter_async_context(servers)
-                for producer in servers.producers():
-                    name = producer.declaration.name
-                    if name in self._producers:
-                        log.warning("scheduler.mcp_tool_shadowed", tool=name)
-                        continue
-                    self._producers[name] = producer
+            mcp_config = self.config.mcp_config()
+            if mcp_config is not None:
+                await self._open_mcp(stack, mcp_config)
         except BaseException:
             await stack.aclose()
             raise
@@ -401,6 +447,35 @@ class ToolScheduler:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
+
+    async def _open_mcp(self, stack: contextlib.AsyncExitStack, mcp_config: Any) -> None:
+        """Start the MCP servers. Their tools are looked up live (``_lookup``): the lists
+        change on ``tools/list_changed`` and restarts, and failed servers' names answer why."""
+        from toolbatch.producers.mcp import McpServers
+
+        servers = McpServers(mcp_config, start_timeout_s=self.config.mcp_startup_timeout)
+        self._mcp = await stack.enter_async_context(servers)
+        for producer in servers.producers():
+            if producer.declaration.name in self._producers:
+                log.warning("scheduler.mcp_tool_shadowed", tool=producer.declaration.name)
+
+    def _lookup(self, name: str) -> Producer | None:
+        producer = self._producers.get(name)
+        if producer is None and self._mcp is not None:
+            producer = self._mcp.lookup(name)
+        return producer
+
+    def _available(self) -> dict[str, Producer]:
+        """Every tool offered now: the registry's, then the MCP servers' it does not shadow,
+        minus tools a bare deny rule removes from the model's view."""
+        producers = dict(self._producers)
+        if self._mcp is not None:
+            for producer in self._mcp.producers():
+                producers.setdefault(producer.declaration.name, producer)
+        permissions = self._gate.permissions
+        if permissions.deny:
+            producers = {n: p for n, p in producers.items() if permissions.hidden(n) is None}
+        return producers
 
     def _make_store(self, stack: contextlib.AsyncExitStack) -> ArtifactStore:
         if self.config.store is not None:
@@ -426,16 +501,16 @@ class ToolScheduler:
         return self._mcp
 
     def declarations(self) -> list[ToolDeclaration]:
-        """Every tool this scheduler can run (registry and MCP), for the model."""
+        """Every tool this scheduler can run now (registry and MCP), for the model."""
         if self._stack is None:
             return self.registry.declarations()
-        return [producer.declaration for producer in self._producers.values()]
+        return [producer.declaration for producer in self._available().values()]
 
     def producer(self, name: str) -> Producer | None:
         """The producer that answers ``name`` in this session."""
         if self._stack is None:
             return self.registry.get(name)
-        return self._producers.get(name)
+        return self._lookup(name)
 
     # -- one turn -------------------------------------------------------------------------
 
@@ -539,26 +614,29 @@ class ToolScheduler:
             limit = check_budget(budget, name="budget")
         record = self.config.recorder if isinstance(recorder, UseConfig) else recorder
         lifecycle = self.config.lifecycle
+        # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
+        context, stop_reason = _call_hook_text(responses)
         finalized = await finalize_tool_responses(
             list(responses), budget=limit, store=self._store, lifecycle_tools=lifecycle
         )
-        stop_reason: str | None = None
-        context_count = 0
-        if self.config.hooks:
+        changed = False
+        if self._batch_hooks:
             batch = build_hook_input(finalized, session_id=self.config.session_id)
             output = await run_post_tool_batch_hooks(
-                self.config.hooks, batch, timeout_s=self.config.hook_timeout
+                self._batch_hooks, batch, timeout_s=self.config.hook_timeout
             )
             outcome = apply_hook_output(finalized, output)
-            stop_reason = outcome.stop_reason
-            context_count = len(outcome.context)
-            if output is not None:
-                finalized = await finalize_tool_responses(
-                    [*outcome.responses, *_context_responses(outcome.context)],
-                    budget=limit,
-                    store=self._store,
-                    lifecycle_tools=lifecycle,
-                )
+            finalized, changed = outcome.responses, output is not None
+            context = [*context, *outcome.context]
+            stop_reason = stop_reason or outcome.stop_reason
+        context_count = len(context)
+        if changed or context:
+            finalized = await finalize_tool_responses(
+                [*finalized, *_context_responses(context)],
+                budget=limit,
+                store=self._store,
+                lifecycle_tools=lifecycle,
+            )
         turn = _guarded_turn(finalized, context_count, limit, lifecycle, stop_reason)
         if record is not None:
             try:
@@ -603,9 +681,9 @@ class ToolScheduler:
                     error_type="duplicate_call",
                 )
             else:
-                producer = self._producers.get(call.name)
+                producer = self._lookup(call.name)
                 if producer is None:
-                    known = ", ".join(sorted(self._producers)) or "none"
+                    known = ", ".join(sorted(self._available())) or "none"
                     plan.response = ToolCallResponse.failed(
                         call,
                         f"unknown tool {call.name!r}; available tools: {known}",
@@ -693,18 +771,11 @@ class ToolScheduler:
         call, producer = plan.call, plan.producer
         assert producer is not None
         declaration = producer.declaration
-        if approve is not None and declaration.needs_permission:
-            try:
-                allowed = await approve(call, declaration)
-            except Exception as exc:
-                log.warning("scheduler.approval_failed", call_id=call.id, error=str(exc))
-                allowed = False
-            if not allowed:
-                return ToolCallResponse.failed(
-                    call,
-                    f"the user did not allow {call.name!r} to run; do not retry it unchanged",
-                    error_type="permission_denied",
-                )
+        # Step: PreToolUse hooks, permission rules, approval (toolbatch.scheduler._gate).
+        admitted = await self._admit(call, declaration, approve)
+        if isinstance(admitted, ToolCallResponse):
+            return admitted
+        call = admitted.call
 
         def report(message: str) -> None:
             reporter.progress(call, message)
@@ -730,6 +801,7 @@ class ToolScheduler:
         )
         plan.context = context
         reporter.started(plan)
+        started = anyio.current_time()
         try:
             result = await producer.run(call, context)
         except anyio.get_cancelled_exc_class():
@@ -753,7 +825,39 @@ class ToolScheduler:
             result = await apply_output_threshold(
                 result, call=call, store=self._store, threshold=threshold
             )
-        return ToolCallResponse.from_result(call, result)
+        response = ToolCallResponse.from_result(call, result)
+        # Step: PostToolUse / PostToolUseFailure hooks; what they say rides on the response.
+        if admitted.notes or admitted.stop or self._gate.has_post:
+            elapsed_ms = round((anyio.current_time() - started) * 1000)
+            response = await self._gate.after(call, response, admitted, elapsed_ms)
+        return response
+
+    async def _admit(
+        self, call: ToolCall, declaration: ToolDeclaration, approve: ApprovalCallback | None
+    ) -> Admitted | ToolCallResponse:
+        """The call to run, or its answer in place (denied, not approved, bad new input)."""
+        if self._gate.checks_before:
+            return await self._gate.before(call, declaration, approve)
+        if approve is not None and declaration.needs_permission and not declaration.trusted:
+            refused = refusal(call, await ask_approval(approve, call, declaration))
+            if refused is not None:
+                return refused
+        return Admitted(call)
+
+
+def _call_hook_text(responses: Sequence[ToolCallResponse]) -> tuple[list[str], str | None]:
+    """The per-call hooks' notes in call order, and the first stop they asked for (its note
+    after them)."""
+    notes: list[str] = []
+    stop: str | None = None
+    for response in responses:
+        if response.hook_notes:
+            notes.extend(response.hook_notes)
+        if response.hook_stop is not None and stop is None:
+            stop = response.hook_stop
+    if stop is not None:
+        notes.append(CALL_HOOK_STOP_NOTE + stop)
+    return notes, stop
 
 
 def _context_responses(texts: Sequence[str]) -> list[ToolCallResponse]:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import functools
 import socket
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from toolbatch.producers import ProducerContext
 from toolbatch.producers.mcp import McpServers, load_mcp_config
 
 TEST_SERVER = Path(__file__).resolve().parents[2] / "mcp_server" / "server.py"
+START_WAIT_S = 60.0
 
 
 def stdio_entry(**extra: Any) -> dict[str, Any]:
@@ -83,3 +87,45 @@ def model_response(tool: str, result: ToolResult, call_id: str = "call-1") -> di
     part = response.parts[0]
     assert isinstance(part, FunctionResponsePart)
     return dict(part.function_response.response)
+
+
+@dataclass
+class HttpServer:
+    """A real test server process listening on 127.0.0.1:port."""
+
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+    transport: str = "http"
+    """``http`` (streamable HTTP at /mcp) or ``sse`` (legacy HTTP+SSE at /sse)."""
+
+    @property
+    def url(self) -> str:
+        path = "sse" if self.transport == "sse" else "mcp"
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(TEST_SERVER), f"--{self.transport}", "--port", str(self.port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self._wait_listening()
+
+    def _wait_listening(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + START_WAIT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the test server exited with {self.process.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)  # polling a port: there is no event to wait on
+        raise RuntimeError(f"the HTTP test server did not listen within {START_WAIT_S} s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)

@@ -1,4 +1,5 @@
-"""The mcpServers document: what loads, and errors that name the server and the key."""
+"""The mcpServers document: what loads, what only warns, and errors that name the server and
+the key. The corpus of real configs in each tool's shape is in test_config_corpus.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from toolbatch.errors import McpConfigError
 from toolbatch.producers.mcp import HttpServerConfig, StdioServerConfig, load_mcp_config
@@ -52,9 +54,7 @@ def test_stdio_and_http_entries_load_in_document_order(tmp_path: Path) -> None:
     [
         pytest.param({"args": ["x"]}, "command", "neither 'command'", id="missing-command"),
         pytest.param({"command": ""}, "command", "'command'", id="empty-command"),
-        pytest.param(
-            {"command": "x", "argv": ["a"]}, "argv", "unknown key 'argv'", id="unknown-key"
-        ),
+        pytest.param({"command": 3}, "command", "'command' is invalid", id="command-int"),
         pytest.param({"command": "x", "args": "a b"}, "args", "'args' is invalid", id="args-str"),
         pytest.param({"command": "x", "env": {"A": 1}}, "env", "'env.A' is invalid", id="env-int"),
         pytest.param(
@@ -68,9 +68,16 @@ def test_stdio_and_http_entries_load_in_document_order(tmp_path: Path) -> None:
             {"url": "http://h/mcp", "headers": ["a"]}, "headers", "invalid", id="headers-list"
         ),
         pytest.param({"url": "http://h", "command": "x"}, "url", "both", id="url-and-command"),
-        pytest.param({"type": "sse", "url": "http://h/sse"}, "type", "SSE", id="sse"),
         pytest.param(
-            {"url": "http://h", "env": {"A": "b"}}, "env", "unknown key 'env'", id="http-env"
+            {"url": "http://h", "httpUrl": "http://h"}, "httpUrl", "keep one", id="2-urls"
+        ),
+        pytest.param({"type": "sse"}, "url", "no 'url'", id="sse-without-url"),
+        pytest.param({"type": "grpc", "url": "http://h"}, "type", "unknown 'type'", id="bad-type"),
+        pytest.param(
+            {"command": "x", "includeTools": "echo"}, "includeTools", "list", id="include-str"
+        ),
+        pytest.param(
+            {"command": "x", "startup_timeout_sec": 0}, "startup_timeout_sec", "positive", id="st0"
         ),
     ],
 )
@@ -89,7 +96,7 @@ def test_a_bad_entry_names_the_server_and_the_key(
 @pytest.mark.parametrize(
     ("document", "words"),
     [
-        pytest.param({"servers": {}}, 'no "mcpServers" key', id="missing"),
+        pytest.param({"server": {}}, 'no "mcpServers" key', id="missing"),
         pytest.param({"mcpservers": {}}, "case-sensitive", id="wrong-case"),
         pytest.param({"mcpServers": ["a"]}, "must be an object", id="list"),
         pytest.param({"mcpServers": {"a": "npx x"}}, "must be an object", id="entry-str"),
@@ -141,9 +148,136 @@ def test_variables_are_expanded_from_the_environment(monkeypatch: pytest.MonkeyP
     assert http.headers == {"Authorization": "Bearer s3cret"}
 
 
-def test_an_unset_variable_without_default_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reference to an unset variable fails at load time, naming it."""
+def test_an_unset_variable_without_default_stays_and_warns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claude Code's rule: an unset ${VAR} with no default stays as written, with a warning."""
     monkeypatch.delenv("TB_TEST_MISSING", raising=False)
-    with pytest.raises(McpConfigError, match=r"TB_TEST_MISSING.*not set") as caught:
-        load_mcp_config({"mcpServers": {"s": {"command": "x", "env": {"K": "${TB_TEST_MISSING}"}}}})
-    assert (caught.value.server, caught.value.key) == ("s", "env")
+    with capture_logs() as logs:
+        config = load_mcp_config(
+            {"mcpServers": {"s": {"command": "x", "env": {"K": "${TB_TEST_MISSING}"}}}}
+        )
+    entry = config.servers["s"]
+    assert isinstance(entry, StdioServerConfig)
+    assert entry.env == {"K": "${TB_TEST_MISSING}"}
+    [warning] = [log for log in logs if log["event"] == "mcp.variable_unset"]
+    assert (warning["server"], warning["key"], warning["variable"]) == (
+        "s",
+        "env",
+        "TB_TEST_MISSING",
+    )
+
+
+def test_unknown_and_unsupported_keys_warn_naming_each_key_and_the_server_loads() -> None:
+    """One stray key never rejects a document: the others load, the warning names the key."""
+    document = {
+        "mcpServers": {
+            "a": {"command": "x", "argv": ["a"], "oauth": {"enabled": True}},
+            "b": {"url": "http://h/mcp", "env": {"A": "b"}, "alwaysLoad": True},
+            "c": {"command": "y"},
+        }
+    }
+    with capture_logs() as logs:
+        config = load_mcp_config(document)
+    assert list(config.servers) == ["a", "b", "c"]
+    ignored = {
+        log["server"]: log["keys"] for log in logs if log["event"] == "mcp.config_key_ignored"
+    }
+    assert ignored == {"a": ["argv", "oauth"], "b": ["alwaysLoad", "env"]}
+    assert all(log["log_level"] == "warning" for log in logs if "keys" in log)
+
+
+def test_disabled_and_unsupported_servers_are_kept_aside_with_the_reason() -> None:
+    """disabled / enabled=false / ws servers are not started; the reason is kept for calls."""
+    config = load_mcp_config(
+        {
+            "mcpServers": {
+                "off": {"command": "x", "disabled": True},
+                "codex_off": {"command": "x", "enabled": False},
+                "socket": {"type": "ws", "url": "ws://h/mcp"},
+                "on": {"command": "x", "disabled": False},
+            }
+        }
+    )
+    assert list(config.servers) == ["on"]
+    assert set(config.unavailable) == {"off", "codex_off", "socket"}
+    assert "disabled" in config.unavailable["off"]
+    assert "'ws' transport" in config.unavailable["socket"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "transport"),
+    [
+        pytest.param({"url": "http://h/mcp"}, "auto", id="bare-url"),
+        pytest.param({"httpUrl": "http://h/mcp"}, "streamable-http", id="gemini-httpUrl"),
+        pytest.param({"serverUrl": "http://h/mcp"}, "auto", id="serverUrl"),
+        pytest.param({"type": "http", "url": "http://h/mcp"}, "streamable-http", id="claude-http"),
+        pytest.param({"type": "streamableHttp", "url": "http://h"}, "streamable-http", id="cline"),
+        pytest.param({"transportType": "sse", "url": "http://h"}, "sse", id="cline-legacy"),
+        pytest.param({"type": "sse", "url": "http://h/sse"}, "sse", id="sse"),
+        pytest.param({"type": "streamable-http", "url": "http://h"}, "streamable-http", id="dash"),
+    ],
+)
+def test_each_agents_http_spelling_picks_its_transport(
+    entry: dict[str, Any], transport: str
+) -> None:
+    """url / httpUrl / serverUrl and every documented type spelling."""
+    config = load_mcp_config({"mcpServers": {"s": entry}})
+    server = config.servers["s"]
+    assert isinstance(server, HttpServerConfig)
+    assert server.transport == transport
+
+
+def test_vscode_servers_shape_and_its_http_fallback() -> None:
+    """VS Code's {"servers": ...}; its type "http" falls back to SSE (auto)."""
+    config = load_mcp_config(
+        {
+            "inputs": [],
+            "servers": {
+                "r": {"type": "http", "url": "http://h/mcp"},
+                "s": {"type": "stdio", "command": "x", "envFile": "${workspaceFolder}/.env"},
+            },
+        }
+    )
+    remote, local = config.servers.values()
+    assert isinstance(remote, HttpServerConfig)
+    assert remote.transport == "auto"
+    assert isinstance(local, StdioServerConfig)
+    assert local.env_file is not None
+    assert local.env_file.endswith("/.env")
+    assert "${" not in local.env_file
+
+
+def test_filters_trust_and_timeouts_are_read_from_every_spelling() -> None:
+    """includeTools/excludeTools (exclude wins), enabled_tools, alwaysAllow/autoApprove, trust,
+    startup_timeout_sec/_ms, discoveryTimeoutMs, tool_timeout_sec; timeouts < 1 s ignored."""
+    with capture_logs() as logs:
+        config = load_mcp_config(
+            {
+                "mcpServers": {
+                    "g": {
+                        "command": "x",
+                        "includeTools": ["echo", "pid", "run(args)"],
+                        "excludeTools": ["pid"],
+                        "trust": True,
+                        "startup_timeout_sec": 2.5,
+                    },
+                    "cx": {"command": "x", "enabled_tools": ["a"], "tool_timeout_sec": 9},
+                    "cl": {"command": "x", "autoApprove": ["echo"], "timeout": 60},
+                    "q": {"command": "x", "discoveryTimeoutMs": 1500, "alwaysAllow": ["e"]},
+                }
+            }
+        )
+    g, cx, cl, q = config.servers.values()
+    assert [g.offers(t) for t in ("echo", "pid", "run", "other")] == [True, False, True, False]
+    assert g.auto_approves("anything")
+    assert g.startup_timeout_s == 2.5
+    assert cx.offers("a")
+    assert not cx.offers("b")
+    assert cx.timeout_s == 9
+    assert cl.auto_approves("echo")
+    assert not cl.auto_approves("pid")
+    assert cl.timeout is None  # Cline's 60 (seconds) is under Claude Code's 1000 ms floor
+    assert [log["server"] for log in logs if log["event"] == "mcp.timeout_ignored"] == ["cl"]
+    assert q.startup_timeout_s == 1.5
+    assert q.auto_approves("e")

@@ -3,62 +3,19 @@
 from __future__ import annotations
 
 import base64
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from tests.producers.mcp._support import TEST_SERVER, free_port, model_response, run, running
+from tests.producers.mcp._support import HttpServer, free_port, model_response, run, running
 from toolbatch import ArtifactStore, InlineDataPart
 from toolbatch.producers.mcp import McpServers
 from toolbatch.producers.mcp._connection import RESTART_BACKOFF_S
 
 START_WAIT_S = 60.0
-
-
-@dataclass
-class HttpServer:
-    """A real test server process listening on 127.0.0.1:port."""
-
-    port: int
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(TEST_SERVER), "--http", "--port", str(self.port)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self._wait_listening()
-
-    def _wait_listening(self) -> None:
-        assert self.process is not None
-        deadline = time.monotonic() + START_WAIT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the HTTP test server exited with {self.process.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)  # polling a port: there is no event to wait on
-        raise RuntimeError(f"the HTTP test server did not listen within {START_WAIT_S} s")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

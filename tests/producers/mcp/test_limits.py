@@ -6,14 +6,15 @@ from __future__ import annotations
 import resource
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from tests.producers.mcp._support import free_port, model_response, run, running
-from tests.producers.mcp.test_http_server import HttpServer
+from tests.producers.mcp._support import HttpServer, free_port, model_response, run, running
 from toolbatch import (
     InlineDataPart,
     Registry,
@@ -22,7 +23,7 @@ from toolbatch import (
     ToolScheduler,
     parts_adapter,
 )
-from toolbatch.producers.mcp import McpServers
+from toolbatch.producers.mcp import McpServers, load_mcp_config
 
 HOSTILE = Path(__file__).resolve().parents[2] / "mcp_server" / "hostile.py"
 LIMIT_BYTES = 4 * 2**20
@@ -106,3 +107,42 @@ async def test_text_an_mcp_server_labels_as_an_image_is_bounded_as_text(tmp_path
     assert turn.content_length <= 1_000
     sent = parts_adapter.dump_json(list(turn.parts), by_alias=True)
     assert len(sent) < 4_000
+
+
+class _EndlessSseEvent(BaseHTTPRequestHandler):
+    """A legacy HTTP+SSE endpoint whose first event never ends."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = b"x" * 65_536
+        try:
+            self.wfile.write(b"event: endpoint\ndata: ")
+            while True:
+                self.wfile.write(chunk)
+        except OSError:
+            return  # the client hung up: the cap worked
+
+
+async def test_an_endless_legacy_sse_event_is_cut_off_and_named(tmp_path: Path) -> None:
+    """Legacy SSE is bounded by httpx2's own per-event cap (1 MiB): no unbounded growth."""
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessSseEvent)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{http.server_address[1]}/sse"
+    document = {"mcpServers": {"old": {"type": "sse", "url": url}}}
+    before = _peak_rss_bytes()
+    try:
+        async with McpServers(
+            load_mcp_config(document), max_message_bytes=LIMIT_BYTES, start_timeout_s=20
+        ) as servers:
+            failure = servers.failures["old"]
+    finally:
+        http.shutdown()
+        http.server_close()
+    assert "byte limit" in str(failure), str(failure)
+    assert _peak_rss_bytes() - before < 200 * 2**20

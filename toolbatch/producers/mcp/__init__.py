@@ -1,17 +1,31 @@
-"""MCP servers as producers: config, a linear-time stdio transport, restart on crash.
+"""MCP servers as producers: lenient config, stdio / streamable HTTP / SSE, restart on crash.
 
-``load_mcp_config`` reads the ``mcpServers`` document; ``McpServers`` starts every server,
-lists its tools and exposes each as a producer named ``mcp__<server>__<tool>``.
+``load_mcp_config`` reads the ``mcpServers`` document (or VS Code's ``servers``) in the shapes
+Claude Code, Qwen Code, Gemini CLI, Cursor, Cline and VS Code write; ``McpServers`` starts
+every server, lists its tools and exposes each as a producer named ``mcp__<server>__<tool>``;
+``McpServers.lookup`` also answers the names of servers that failed, with why.
 """
 
-from ._config import HttpServerConfig, McpConfig, ServerConfig, StdioServerConfig, load_mcp_config
+from ._config import (
+    MIN_CALL_TIMEOUT_MS,
+    HttpServerConfig,
+    HttpTransport,
+    McpConfig,
+    ServerConfig,
+    StdioServerConfig,
+    load_mcp_config,
+    merge_mcp_configs,
+)
 from ._connection import DEFAULT_START_TIMEOUT_S, McpConnection
 from ._scrub import scrub_surrogates
 from ._servers import (
     DEFAULT_MCP_TIMEOUT_S,
     MAX_TOOL_NAME_CHARS,
+    MCP_TIMEOUT_ENV,
+    MCP_TOOL_TIMEOUT_ENV,
     McpServers,
     McpToolProducer,
+    UnavailableToolProducer,
     mcp_tool_name,
 )
 from ._stdio import (
@@ -31,7 +45,11 @@ __all__ = [
     "DEFAULT_PREVIEW_CHARS",
     "DEFAULT_START_TIMEOUT_S",
     "MAX_TOOL_NAME_CHARS",
+    "MCP_TIMEOUT_ENV",
+    "MCP_TOOL_TIMEOUT_ENV",
+    "MIN_CALL_TIMEOUT_MS",
     "HttpServerConfig",
+    "HttpTransport",
     "McpConfig",
     "McpConnection",
     "McpServers",
@@ -39,8 +57,10 @@ __all__ = [
     "ServerConfig",
     "StdioServerConfig",
     "StdioTransport",
+    "UnavailableToolProducer",
     "load_mcp_config",
     "mcp_tool_name",
+    "merge_mcp_configs",
     "open_stdio_transport",
     "scrub_surrogates",
     "server_environment",

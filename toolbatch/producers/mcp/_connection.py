@@ -10,15 +10,23 @@ the generation is lost: calls in flight get a clear error, and the next call ask
 supervisor for a new generation and waits for it to be ready. A failed (re)start is
 reported to the calls waiting for it, and to every call for ``RESTART_BACKOFF_S`` after it,
 so a broken server is not respawned by every call of a batch.
+
+Every generation lists the tools again (a restarted server may offer others), and so does a
+``notifications/tools/list_changed`` from the server: the supervisor re-lists, never the
+notification handler, which runs inside the session's read loop. An HTTP entry whose
+transport is ``auto`` (a bare ``url``) tries streamable HTTP first and, when the server is
+reachable but does not speak it, the legacy HTTP+SSE transport through the SDK's
+``sse_client``; the transport that worked is kept for restarts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import anyio
 import anyio.abc
@@ -26,13 +34,19 @@ import httpx2
 import mcp_types as types
 import structlog
 from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from toolbatch.errors import McpError
 from toolbatch.producers._base import ProgressCallback
-from toolbatch.producers.mcp._config import HttpServerConfig, ServerConfig, StdioServerConfig
+from toolbatch.producers.mcp._config import (
+    HttpServerConfig,
+    ServerConfig,
+    StdioServerConfig,
+    read_env_file,
+)
 from toolbatch.producers.mcp._limits import bounded_http_client, oversized_failure_message
 from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
 
@@ -45,7 +59,8 @@ __all__ = [
 log = structlog.get_logger("toolbatch.mcp")
 
 DEFAULT_START_TIMEOUT_S: Final = 30.0
-"""How long a server has to answer ``initialize`` and ``tools/list``."""
+"""How long a server has to answer ``initialize`` and ``tools/list`` (Claude Code's
+``MCP_TIMEOUT`` default, 30,000 ms)."""
 RESTART_BACKOFF_S: Final = 2.0
 """After a failed (re)start, calls fail fast with that failure for this long."""
 EXIT_REPORT_WAIT_S: Final = 3.0
@@ -76,10 +91,12 @@ class _Generation:
     settled: anyio.Event = field(default_factory=anyio.Event)
     lost: anyio.Event = field(default_factory=anyio.Event)
     stopped: anyio.Event = field(default_factory=anyio.Event)
+    relist: anyio.Event = field(default_factory=anyio.Event)
     session: ClientSession | None = None
     transport: StdioTransport | None = None
     failure: McpError | None = None
     failed_at: float | None = None
+    died_starting: bool = False
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -92,9 +109,7 @@ async def _log_server_message(params: types.LoggingMessageNotificationParams) ->
     log.debug("mcp.server_log", level=params.level, logger=params.logger, data=params.data)
 
 
-async def _log_incoming(message: Any) -> None:
-    if isinstance(message, Exception):
-        log.debug("mcp.transport_error", error=repr(message))
+_Transport = Literal["stdio", "streamable-http", "sse"]
 
 
 class McpConnection:
@@ -104,9 +119,12 @@ class McpConnection:
         name: the server's name in the ``mcpServers`` document.
         config: its entry.
         default_timeout_s: the call timeout when the entry sets none.
-        start_timeout_s: how long start-up (``initialize`` and ``tools/list``) may take.
+        start_timeout_s: how long start-up (``initialize`` and ``tools/list``) may take when
+            the entry sets no ``startup_timeout_sec``.
         max_message_bytes: the largest message accepted from the server (a stdio line,
             one SSE event or one HTTP JSON body; see ``_limits.py``).
+        on_tools_changed: called with the server's name whenever ``tools`` was listed anew
+            (every start, every ``notifications/tools/list_changed``).
     """
 
     def __init__(
@@ -117,15 +135,21 @@ class McpConnection:
         default_timeout_s: float,
         start_timeout_s: float,
         max_message_bytes: int,
+        on_tools_changed: Callable[[str], None] | None = None,
     ) -> None:
         self.name = name
         self.config = config
-        self.start_timeout_s = start_timeout_s
+        self.start_timeout_s = (
+            config.startup_timeout_s if config.startup_timeout_s is not None else start_timeout_s
+        )
         self.max_message_bytes = max_message_bytes
+        self._on_tools_changed = on_tools_changed
+        self._resolved: _Transport | None = None
         self.timeout_s: float = (
             config.timeout_s if config.timeout_s is not None else default_timeout_s
         )
         self.tools: list[types.Tool] = []
+        self.tools_version = 0
         self.server_info: types.Implementation | None = None
         self.protocol_version: str | None = None
         """The MCP version the server negotiated (told to telemetry)."""
@@ -201,25 +225,23 @@ class McpConnection:
         return generation
 
     async def _run(self, generation: _Generation) -> None:
-        started = anyio.current_time()
         try:
-            async with self._open(generation) as session:
-                with anyio.fail_after(self.start_timeout_s):
-                    initialized = await session.initialize()
-                    if generation.number == 1:
-                        self.tools = await _list_tools(session)
-                self.server_info = initialized.server_info
-                self.protocol_version = session.protocol_version
-                generation.session = session
-                generation.settled.set()
-                log.info(
-                    "mcp.server_ready",
-                    server=self.name,
-                    generation=generation.number,
-                    tools=len(self.tools),
-                    start_ms=round((anyio.current_time() - started) * 1000),
-                )
-                await generation.lost.wait()
+            candidates = self._transports()
+            for index, kind in enumerate(candidates):
+                try:
+                    await self._serve(generation, kind)
+                    break
+                except Exception as exc:
+                    fallback = index + 1 < len(candidates)
+                    if generation.settled.is_set() or not fallback or not _other_protocol(exc):
+                        raise
+                    log.info(
+                        "mcp.transport_fallback",
+                        server=self.name,
+                        tried=kind,
+                        next=candidates[index + 1],
+                        error=repr(_root_cause(exc)),
+                    )
             if not self._closing:
                 self._log_exit(generation)
         except Exception as exc:
@@ -240,6 +262,74 @@ class McpConnection:
             generation.settled.set()
             generation.stopped.set()
 
+    def _transports(self) -> list[_Transport]:
+        config = self.config
+        if isinstance(config, StdioServerConfig):
+            return ["stdio"]
+        if self._resolved is not None:
+            return [self._resolved]
+        if config.transport == "auto":
+            return ["streamable-http", "sse"]
+        return [config.transport]
+
+    async def _serve(self, generation: _Generation, kind: _Transport) -> None:
+        """One generation on one transport: start, list the tools, serve until lost."""
+        started = anyio.current_time()
+        async with self._open(generation, kind) as session:
+            try:
+                with anyio.fail_after(self.start_timeout_s):
+                    initialized = await session.initialize()
+                    tools = await _list_tools(session)
+            except Exception:
+                # Its output ended before ours did: the server exited by itself (what ends
+                # it after this point is our shutdown, whose exit status says nothing).
+                transport = generation.transport
+                generation.died_starting = transport is not None and transport.closed.is_set()
+                raise
+            self._resolved = kind
+            self._set_tools(tools)
+            self.server_info = initialized.server_info
+            self.protocol_version = session.protocol_version
+            generation.session = session
+            generation.settled.set()
+            log.info(
+                "mcp.server_ready",
+                server=self.name,
+                generation=generation.number,
+                transport=kind,
+                tools=len(self.tools),
+                start_ms=round((anyio.current_time() - started) * 1000),
+            )
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._relist_on_request, generation, session)
+                await generation.lost.wait()
+                tg.cancel_scope.cancel()
+
+    async def _relist_on_request(self, generation: _Generation, session: ClientSession) -> None:
+        while True:
+            await generation.relist.wait()
+            generation.relist = anyio.Event()
+            try:
+                with anyio.fail_after(self.start_timeout_s):
+                    tools = await _list_tools(session)
+            except Exception as exc:  # the old list stays; the next notification retries
+                log.warning("mcp.relist_failed", server=self.name, error=repr(_root_cause(exc)))
+                continue
+            self._set_tools(tools)
+            log.info("mcp.tools_relisted", server=self.name, tools=len(tools))
+
+    def _set_tools(self, tools: list[types.Tool]) -> None:
+        self.tools = tools
+        self.tools_version += 1
+        if self._on_tools_changed is not None:
+            self._on_tools_changed(self.name)
+
+    async def _on_message(self, generation: _Generation, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.debug("mcp.transport_error", server=self.name, error=repr(message))
+        elif isinstance(message, types.ToolListChangedNotification):
+            generation.relist.set()
+
     def _log_exit(self, generation: _Generation) -> None:
         transport = generation.transport
         if transport is None:
@@ -256,20 +346,37 @@ class McpConnection:
         )
 
     @contextlib.asynccontextmanager
-    async def _open(self, generation: _Generation) -> AsyncIterator[ClientSession]:
+    async def _open(
+        self, generation: _Generation, kind: _Transport
+    ) -> AsyncIterator[ClientSession]:
         config = self.config
+        handler = functools.partial(self._on_message, generation)
         if isinstance(config, StdioServerConfig):
             async with open_stdio_transport(
-                config,
+                self._with_env_file(config),
                 server=self.name,
                 max_message_bytes=self.max_message_bytes,
                 on_close=generation.lost.set,
             ) as transport:
                 generation.transport = transport
-                async with self._session(transport.read_stream, transport.write_stream) as session:
+                async with self._session(
+                    transport.read_stream, transport.write_stream, handler
+                ) as session:
                     yield session
             return
         assert isinstance(config, HttpServerConfig)
+        if kind == "sse":
+            async with (
+                sse_client(
+                    config.url,
+                    headers=config.headers,
+                    timeout=HTTP_CONNECT_TIMEOUT_S,
+                    sse_read_timeout=HTTP_READ_TIMEOUT_S,
+                ) as (read_stream, write_stream),
+                self._session(read_stream, write_stream, handler) as session,
+            ):
+                yield session
+            return
         timeout = httpx2.Timeout(HTTP_CONNECT_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
         limit = self.max_message_bytes  # one event or JSON body at most (_limits.py)
         async with (
@@ -283,25 +390,41 @@ class McpConnection:
                 read_stream,
                 write_stream,
             ),
-            self._session(read_stream, write_stream) as session,
+            self._session(read_stream, write_stream, handler) as session,
         ):
             yield session
+
+    def _with_env_file(self, config: StdioServerConfig) -> StdioServerConfig:
+        if config.env_file is None:
+            return config
+        try:
+            variables = read_env_file(config.env_file, cwd=config.cwd)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise McpError(
+                f"MCP server {self.name!r} could not be started: its envFile "
+                f"{config.env_file!r} cannot be read ({getattr(exc, 'strerror', None) or exc}); "
+                f"fix the path (relative paths start at the server's cwd) or remove 'envFile'",
+                server=self.name,
+            ) from exc
+        return config.model_copy(update={"env": {**variables, **config.env}})
 
     async def _note_session_id(self, response: httpx2.Response) -> None:
         session_id = response.headers.get("mcp-session-id")
         if session_id:
             self.session_id = session_id
 
-    def _session(self, read_stream: Any, write_stream: Any) -> ClientSession:
+    def _session(self, read_stream: Any, write_stream: Any, handler: Any) -> ClientSession:
         return ClientSession(
             read_stream,
             write_stream,
             client_info=CLIENT_INFO,
             logging_callback=_log_server_message,
-            message_handler=_log_incoming,
+            message_handler=handler,
         )
 
     def _start_failure(self, generation: _Generation, exc: BaseException) -> McpError:
+        if isinstance(exc, McpError):
+            return exc
         config = self.config
         where = f"MCP server {self.name!r}"
         transport = generation.transport
@@ -313,13 +436,29 @@ class McpConnection:
         elif isinstance(exc, TimeoutError):
             message = (
                 f"{where} did not finish start-up (initialize and tools/list) within "
-                f"{self.start_timeout_s:g} s; raise McpServers(start_timeout_s=...) if it is slow"
+                f"{self.start_timeout_s:g} s; if it is only slow, raise 'startup_timeout_sec' "
+                f"in its entry, MCP_TIMEOUT (milliseconds) or "
+                f"SchedulerConfig(mcp_startup_timeout=...)"
             )
+        elif (
+            generation.died_starting and transport is not None and transport.returncode is not None
+        ):
+            # The exit status says more than the broken pipe it caused.
+            message = f"{where} exited during start-up with {transport.exit_status()}"
+            if transport.close_reason and "stdin" not in transport.close_reason:
+                message += f" ({transport.close_reason})"
         elif transport is not None and transport.closed.is_set():
             reason = transport.close_reason or f"the server exited ({transport.exit_status()})"
             message = f"{where} stopped during start-up: {reason}"
+        elif isinstance(exc, httpx2.ConnectError):
+            url = config.url if isinstance(config, HttpServerConfig) else ""
+            refused = _caused_by(exc, ConnectionRefusedError) or "refused" in str(exc).lower()
+            why = "connection refused" if refused else str(exc) or type(exc).__name__
+            message = f"{where} at {url!r} could not be reached: {why}; is the server running?"
         elif isinstance(exc, MCPError):
             message = f"{where} refused start-up: {exc.message} (JSON-RPC error {exc.code})"
+            if isinstance(config, HttpServerConfig) and config.transport == "auto":
+                message += "; it answered neither as streamable HTTP nor as HTTP+SSE"
         elif isinstance(exc, httpx2.HTTPError):
             url = config.url if isinstance(config, HttpServerConfig) else ""
             message = f"{where} at {url!r} could not be reached: {exc!r}"
@@ -379,6 +518,12 @@ class McpConnection:
             "timeout",
         )
 
+    async def ensure_running(self) -> str | None:
+        """Start the server if it is down (within the back-off); ``None`` once it runs,
+        else why it does not."""
+        acquired = await self._acquire()
+        return acquired.message if isinstance(acquired, CallFailure) else None
+
     async def _acquire(self) -> _Generation | CallFailure:
         for _attempt in range(2):
             if self._closing:
@@ -423,6 +568,25 @@ class McpConnection:
             f"It will be restarted on the next call.",
             "mcp_server_crashed",
         )
+
+
+def _other_protocol(exc: BaseException) -> bool:
+    """Whether a failed streamable-HTTP start means "reachable, but speaks something else"."""
+    cause = _root_cause(exc)
+    if isinstance(cause, httpx2.ConnectError | httpx2.TimeoutException | TimeoutError):
+        return False
+    return isinstance(cause, MCPError | httpx2.HTTPError)
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _progress_forwarder(report: ProgressCallback) -> ProgressFnT:

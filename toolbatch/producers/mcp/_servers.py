@@ -8,9 +8,28 @@
             print(f"{name} is unavailable: {error}")
 
 Entering starts every server and lists its tools, in parallel. A server that cannot start
-(command missing, crash, no answer within ``start_timeout_s``) is logged, exposes no tools,
-and is listed in ``failures`` with the reason; the others work normally. Leaving stops every
+(command missing, crash, no answer within its start-up timeout) is logged, exposes no tools,
+and is listed in ``failures`` with the reason; the others work normally. Servers the config
+disables, or whose transport toolbatch lacks, are in ``failures`` too. Leaving stops every
 server: stdin is closed, then the whole process group is terminated.
+
+A call to a tool of a failed server does not meet "unknown tool": ``lookup`` answers every
+``mcp__<server>__...`` name of a configured server. For a server that failed to start the
+call first asks for a restart (at most one per ``RESTART_BACKOFF_S``); if the server comes
+up and offers the tool, the call runs, else it gets the server's failure (start-up
+timeout, exit code and stderr tail, connection refused). A tool the config filters out
+(``includeTools`` / ``excludeTools``) or one that requires MCP tasks
+(``execution.taskSupport == "required"``, which toolbatch does not implement) is not
+offered, and a call to it says why.
+
+The tools are re-listed on every (re)start and on ``notifications/tools/list_changed``;
+``producers()`` and ``lookup`` always reflect the latest list.
+
+Start-up timeout, first match wins: the entry's ``startup_timeout_sec`` (Codex's name;
+also ``startup_timeout_ms`` or Qwen Code's ``discoveryTimeoutMs``), ``start_timeout_s``,
+the ``MCP_TIMEOUT`` environment variable (milliseconds, as Claude Code reads it), 30 s.
+Call timeout: the entry's ``timeout`` (ms) or ``tool_timeout_sec``, ``default_timeout_s``,
+``MCP_TOOL_TIMEOUT`` (ms), 60 s.
 """
 
 from __future__ import annotations
@@ -18,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import os
 import re
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
@@ -49,6 +69,8 @@ from toolbatch.telemetry import trace_mcp_call
 __all__ = [
     "DEFAULT_MCP_TIMEOUT_S",
     "MAX_TOOL_NAME_CHARS",
+    "MCP_TIMEOUT_ENV",
+    "MCP_TOOL_TIMEOUT_ENV",
     "McpServers",
     "McpToolProducer",
     "mcp_tool_name",
@@ -58,6 +80,10 @@ log = structlog.get_logger("toolbatch.mcp")
 
 DEFAULT_MCP_TIMEOUT_S: Final = 60.0
 """The call timeout of a server whose entry sets no ``timeout``."""
+MCP_TIMEOUT_ENV: Final = "MCP_TIMEOUT"
+"""Start-up timeout in milliseconds, as Claude Code reads it (ecosystem-2.md 3.1)."""
+MCP_TOOL_TIMEOUT_ENV: Final = "MCP_TOOL_TIMEOUT"
+"""Default call timeout in milliseconds, as Claude Code reads it."""
 MAX_TOOL_NAME_CHARS: Final = 64
 """Model APIs reject longer function names; longer ones are shortened with a digest."""
 _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
@@ -104,6 +130,7 @@ class McpToolProducer:
             description=tool.description or tool.title or "",
             input_schema=tool.input_schema,
             needs_permission=False,
+            trusted=connection.config.auto_approves(tool.name),
         )
 
     @property
@@ -167,6 +194,43 @@ class McpToolProducer:
         )
 
 
+class UnavailableToolProducer:
+    """A tool name of a configured server that offers no such tool right now.
+
+    Its ``run`` says why (the server's start-up failure, a disabled server, a filtered or
+    task-only tool). For a server that failed to start it first tries a restart (bounded by
+    the connection's back-off): a server that comes up and offers the tool runs the call.
+    """
+
+    def __init__(self, servers: McpServers, name: str, server: str, reason: str) -> None:
+        self._servers = servers
+        self._server = server
+        self._reason = reason
+        self._declaration = ToolDeclaration(name=name, description=reason)
+
+    @property
+    def declaration(self) -> ToolDeclaration:
+        """The called name, described by the reason it is unavailable."""
+        return self._declaration
+
+    @property
+    def server(self) -> str:
+        """The configured server the name belongs to."""
+        return self._server
+
+    async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
+        """Retry a failed server once, else answer with the reason."""
+        reason = await self._servers.revive(self._server, call.name)
+        if reason is None:
+            producer = self._servers.live_producer(call.name)
+            if producer is not None:
+                return await producer.run(call, context)
+            reason = self._servers.unavailable_reason(self._server, call.name)
+        context.log.info("mcp.tool_unavailable", server=self._server, reason=reason)
+        failed = ToolResult.failure(reason, type="mcp_server_unavailable")
+        return failed.model_copy(update={"persisted_output_files": ()})
+
+
 def _check_positive(option: str, value: float, unit: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ConfigError(f"{option} must be a positive number of {unit}, got {value!r}")
@@ -192,8 +256,8 @@ class McpServers:
         self,
         config: McpConfig,
         *,
-        default_timeout_s: float = DEFAULT_MCP_TIMEOUT_S,
-        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        default_timeout_s: float | None = None,
+        start_timeout_s: float | None = None,
         large_output_trigger_chars: int = DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -203,6 +267,10 @@ class McpServers:
                 f"McpServers takes an McpConfig, got {type(config).__name__}; "
                 f"build one with load_mcp_config(...)"
             )
+        if default_timeout_s is None:
+            default_timeout_s = _env_seconds(MCP_TOOL_TIMEOUT_ENV, DEFAULT_MCP_TIMEOUT_S)
+        if start_timeout_s is None:
+            start_timeout_s = _env_seconds(MCP_TIMEOUT_ENV, DEFAULT_START_TIMEOUT_S)
         _check_positive("default_timeout_s", default_timeout_s, "seconds")
         _check_positive("start_timeout_s", start_timeout_s, "seconds")
         _check_positive("large_output_trigger_chars", large_output_trigger_chars, "characters")
@@ -219,17 +287,30 @@ class McpServers:
                 default_timeout_s=default_timeout_s,
                 start_timeout_s=start_timeout_s,
                 max_message_bytes=max_message_bytes,
+                on_tools_changed=self._tools_changed,
             )
             for name, entry in config.servers.items()
         }
+        configured = (*config.servers, *config.unavailable)
+        self._prefixes = sorted(
+            ((f"mcp__{_UNSAFE_NAME.sub('_', name)}__", name) for name in configured),
+            key=lambda item: -len(item[0]),
+        )
         self._producers: dict[str, McpToolProducer] = {}
-        self._failures: dict[str, McpError] = {}
+        self._hidden: dict[str, str] = {}
+        self._failures: dict[str, McpError] = {
+            name: McpError(reason, server=name) for name, reason in config.unavailable.items()
+        }
         self._stack: AsyncExitStack | None = None
         self._entered = False
+        self._collected = False
+        self._version = 0
+        self._changed: anyio.Event | None = None
 
     @property
     def failures(self) -> Mapping[str, McpError]:
-        """The servers that could not start, by name, with why (read-only)."""
+        """The servers that are not running, by name, with why (read-only): those that could
+        not start (until a later call restarts them), disabled ones, unsupported ones."""
         return MappingProxyType(self._failures)
 
     @property
@@ -255,6 +336,75 @@ class McpServers:
                 f"no MCP tool is exposed as {name!r}; the tools are {sorted(self._producers)!r}"
             ) from None
 
+    @property
+    def tools_version(self) -> int:
+        """Counts the changes of the offered tools (re-lists, restarts, revived servers)."""
+        return self._version
+
+    async def tools_changed(self, *, after: int) -> int:
+        """Wait until the offered tools change past version ``after``; the new version.
+
+        A runtime that shows the model the tool list can wait on this to refresh it.
+        """
+        while self._version <= after:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+        return self._version
+
+    def live_producer(self, name: str) -> McpToolProducer | None:
+        """The producer of an offered tool, or ``None``."""
+        return self._producers.get(name)
+
+    def lookup(self, name: str) -> Producer | None:
+        """What answers a call to ``name``: the tool's producer, or, for a name under a
+        configured server that does not offer it now, a producer that says why (and retries
+        a server that failed to start). ``None`` for names of no configured server."""
+        producer = self._producers.get(name)
+        if producer is not None:
+            return producer
+        server = self._server_of(name)
+        if server is None:
+            return None
+        return UnavailableToolProducer(self, name, server, self.unavailable_reason(server, name))
+
+    def unavailable_reason(self, server: str, name: str) -> str:
+        """Why ``name`` of ``server`` cannot be called now, for the model."""
+        failure = self._failures.get(server)
+        if failure is not None:
+            return f"{failure}; its tools are unavailable (the call to {name!r} was not run)"
+        hidden = self._hidden.get(name)
+        if hidden is not None:
+            return hidden
+        connection = self._connections.get(server)
+        if connection is not None and connection.failure is not None:
+            return f"{connection.failure}; the call to {name!r} was not run"
+        offered = sorted(n for n, p in self._producers.items() if p.server == server)
+        return (
+            f"MCP server {server!r} offers no tool {name!r}; its tools are "
+            f"{', '.join(offered) or 'none'}"
+        )
+
+    async def revive(self, server: str, name: str) -> str | None:
+        """Restart ``server`` if it failed to start (within its back-off); ``None`` when it
+        now runs, else why not."""
+        connection = self._connections.get(server)
+        if connection is None:  # disabled or unsupported: nothing to start
+            return self.unavailable_reason(server, name)
+        if server not in self._failures and connection.failure is None:
+            return None
+        outcome = await connection.ensure_running()
+        if outcome is not None:
+            return f"{outcome}; its tools are unavailable (the call to {name!r} was not run)"
+        self._failures.pop(server, None)
+        return None
+
+    def _server_of(self, name: str) -> str | None:
+        for prefix, server in self._prefixes:
+            if name.startswith(prefix):
+                return server
+        return None
+
     def connection(self, server: str) -> McpConnection:
         """The connection of ``server`` (its pid, restarts and tools, for diagnostics)."""
         return self._connections[server]
@@ -270,7 +420,9 @@ class McpServers:
             for connection in self._connections.values():
                 await tg.start(connection.supervise)
             # Each start-up bounds itself; this is a backstop against a wedged shutdown.
-            with anyio.move_on_after(self.start_timeout_s + SHUTDOWN_S + 5):
+            # (twice the start-up: an ``auto`` HTTP entry may try two transports).
+            longest = max((c.start_timeout_s for c in self._connections.values()), default=0.0)
+            with anyio.move_on_after(2 * longest + SHUTDOWN_S + 5):
                 for connection in self._connections.values():
                     await connection.wait_started()
             self._collect()
@@ -306,28 +458,81 @@ class McpServers:
                 self._failures[name] = failure or McpError(
                     f"MCP server {name!r} did not start in time", server=name
                 )
-                continue
-            for tool in connection.tools:
-                exposed = mcp_tool_name(name, tool.name)
-                if exposed in self._producers:
-                    log.warning(
-                        "mcp.duplicate_tool_name",
-                        server=name,
-                        tool=tool.name,
-                        exposed=exposed,
-                        kept=self._producers[exposed].tool_name,
-                    )
-                    continue
-                self._producers[exposed] = McpToolProducer(
-                    connection,
-                    tool,
-                    name=exposed,
-                    trigger_chars=self._trigger_chars,
-                    preview_chars=self._preview_chars,
-                )
+        self._collected = True
+        self._rebuild()
         log.info(
             "mcp.servers_started",
             servers=len(self._connections),
             tools=len(self._producers),
             failed=sorted(self._failures),
         )
+
+    def _tools_changed(self, server: str) -> None:
+        self._failures.pop(server, None)
+        if self._collected:  # before that, _collect builds everything once
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Producers from every connection's latest tool list, filtered, names unique."""
+        producers: dict[str, McpToolProducer] = {}
+        hidden: dict[str, str] = {}
+        for name, connection in self._connections.items():
+            if name in self._failures:
+                continue
+            for tool in connection.tools:
+                exposed = mcp_tool_name(name, tool.name)
+                if not connection.config.offers(tool.name):
+                    hidden[exposed] = (
+                        f"MCP tool {tool.name!r} of server {name!r} is not offered: the MCP "
+                        f"config's includeTools/excludeTools leave it out"
+                    )
+                    continue
+                execution = tool.execution
+                if execution is not None and execution.task_support == "required":
+                    hidden[exposed] = (
+                        f"MCP tool {tool.name!r} of server {name!r} can only run as an MCP "
+                        f"task (execution.taskSupport is 'required'), which toolbatch does "
+                        f"not support"
+                    )
+                    continue
+                if exposed in producers:
+                    log.warning(
+                        "mcp.duplicate_tool_name",
+                        server=name,
+                        tool=tool.name,
+                        exposed=exposed,
+                        kept=producers[exposed].tool_name,
+                    )
+                    continue
+                producers[exposed] = McpToolProducer(
+                    connection,
+                    tool,
+                    name=exposed,
+                    trigger_chars=self._trigger_chars,
+                    preview_chars=self._preview_chars,
+                )
+        if hidden.keys() - self._hidden.keys():
+            log.info("mcp.tools_not_offered", tools=sorted(hidden.keys() - self._hidden.keys()))
+        self._producers = producers
+        self._hidden = hidden
+        self._version += 1
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+
+def _env_seconds(variable: str, default: float) -> float:
+    """A millisecond environment variable in seconds (``default`` when unset)."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise ConfigError(
+            f"{variable} must be a positive number of milliseconds, got {text!r}; "
+            f"e.g. {variable}=60000 for a minute, or unset it for {default:g} s"
+        )
+    return value / 1000
