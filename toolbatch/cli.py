@@ -646,9 +646,7 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
                 f"the MCP config {args.mcp_config!r} is not a file; pass the path of an "
                 f'{{"mcpServers": {{...}}}} JSON file'
             )
-        from toolbatch.producers.mcp import load_mcp_config
-
-        load_mcp_config(args.mcp_config)  # bad documents are usage errors, found early
+        # A bad document is a ConfigError from SchedulerConfig below: a usage error.
     # No batch_budget here: every batch is run with its own (run_batch(budget=...)).
     return SchedulerConfig(
         concurrency=args.concurrency,

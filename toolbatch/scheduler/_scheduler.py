@@ -212,6 +212,7 @@ class SchedulerConfig:
     shell_env_allow: Sequence[str] = ()
     shell_env_set: Mapping[str, str] = field(default_factory=dict)
     _loaded: Settings = field(default_factory=Settings, init=False, repr=False, compare=False)
+    _mcp_config: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Normalised once, here: the rest of toolbatch sees int | None and a frozenset.
@@ -258,17 +259,22 @@ class SchedulerConfig:
         if self.mcp_startup_timeout is not None:
             _check_positive("mcp_startup_timeout", self.mcp_startup_timeout)
         object.__setattr__(self, "_loaded", load_settings(self.settings))
-        self.mcp_config()  # a bad document fails now, not on enter
+        # Read once, here: a bad document fails now, not on enter, and its warnings (keys
+        # toolbatch does not use) are logged once.
+        object.__setattr__(self, "_mcp_config", self._read_mcp_config())
 
-    def mcp_config(self) -> Any:
-        """The MCP servers to start: ``settings``' ``mcpServers``, then ``mcp_servers``
-        (a ``toolbatch.producers.mcp.McpConfig``, or ``None`` when there are none)."""
+    def _read_mcp_config(self) -> Any:
         documents = [d for d in (self._loaded.mcp_document, self.mcp_servers) if d is not None]
         if not documents:
             return None  # the MCP SDK is imported only when there are servers
         from toolbatch.producers.mcp import load_mcp_config, merge_mcp_configs
 
         return merge_mcp_configs(*(load_mcp_config(document) for document in documents))
+
+    def mcp_config(self) -> Any:
+        """The MCP servers to start: ``settings``' ``mcpServers``, then ``mcp_servers``
+        (a ``toolbatch.producers.mcp.McpConfig``, or ``None`` when there are none)."""
+        return self._mcp_config
 
     @property
     def loaded_settings(self) -> Settings:

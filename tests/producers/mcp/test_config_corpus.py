@@ -160,3 +160,15 @@ async def test_each_tools_documented_config_runs_as_is(
         response = next(r for r in turn.responses if r.call_id == f"off-{server}")
         assert response.error_type == "mcp_server_unavailable"
         assert "disabled in the MCP config" in str(response.error)
+
+
+def test_an_unused_key_is_warned_about_once_per_configuration() -> None:
+    """The document is read once, where the config is built: one warning, not one per use."""
+    document = {"mcpServers": {"s": {"command": "true", "trust": True, "fancy": 1}}}
+    with capture_logs() as logs:
+        config = SchedulerConfig(mcp_servers=document)
+        config.mcp_config()
+        config.mcp_config()
+    warned = [entry for entry in logs if entry["event"] == "mcp.config_key_ignored"]
+    assert len(warned) == 1
+    assert warned[0]["keys"] == ["fancy"]
