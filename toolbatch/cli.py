@@ -640,13 +640,12 @@ class _SchedulerBackend:
 
 def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     """The configuration the runtime flags describe (``--budget`` aside: see each command)."""
-    if args.mcp_config is not None:
-        if not Path(args.mcp_config).is_file():
-            raise _UsageError(
-                f"the MCP config {args.mcp_config!r} is not a file; pass the path of an "
-                f'{{"mcpServers": {{...}}}} JSON file'
-            )
-        # A bad document is a ConfigError from SchedulerConfig below: a usage error.
+    # A bad MCP document is a ConfigError from SchedulerConfig below: a usage error.
+    if args.mcp_config is not None and not Path(args.mcp_config).is_file():
+        raise _UsageError(
+            f"the MCP config {args.mcp_config!r} is not a file; pass the path of an "
+            f'{{"mcpServers": {{...}}}} JSON file'
+        )
     # No batch_budget here: every batch is run with its own (run_batch(budget=...)).
     return SchedulerConfig(
         concurrency=args.concurrency,
