@@ -153,6 +153,13 @@ class ChaosStore(ArtifactStore):
         self.owners.setdefault(path, (call_id, tool_name))
         return path
 
+    async def persist_bytes(
+        self, call_id: str, tool_name: str, data: bytes, *, suffix: str = ".bin"
+    ) -> Path:
+        path = await super().persist_bytes(call_id, tool_name, data, suffix=suffix)
+        self.owners.setdefault(path, (call_id, tool_name))
+        return path
+
     async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
         if directory == self._root and self.deny(name):
             return await super()._write_atomic(DENIED_DIR, name, data)

@@ -462,7 +462,9 @@ class _Campaign:
             deny_seed=plan.salt,
         )
         planted: list[Planted] = []
-        if plan.symlinks:
+        if plan.symlinks and hijacked is not None:
+            report.faults["store.symlink"] -= 1  # the directories are not the store's to plant in
+        elif plan.symlinks:
             planted = plant_symlinks(store, plan, self.work / "victims")
             report.totals["symlinks planted"] += len(planted)
         if disk_full:

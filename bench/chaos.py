@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
 
 import anyio
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.keep:
             print(f"work directory kept: {report.work_dir}", file=sys.stderr)
     except Exception as exc:  # the campaign could not run: say why, distinctly from a FAIL
+        traceback.print_exc()  # a harness bug or a crash that escaped: show where
         print(f"chaos campaign could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print(format_report(report))
