@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, TypeAlias
 import anyio
 import anyio.to_thread
 import structlog
-from ray.exceptions import RayActorError
+from ray.exceptions import ActorUnavailableError, RayActorError
 
 from toolbatch._wire import BatchObserver, ToolCall, ToolCallResponse, ToolDeclaration, Turn
 from toolbatch.errors import ConfigError, RecorderError, SessionHostError
@@ -64,6 +64,8 @@ DEFAULT_OPEN_TIMEOUT_S: Final = 120.0
 CLOSE_TIMEOUT_S: Final = 30.0
 """How long a closing session may take to stop its MCP servers and processes."""
 ABORT_TIMEOUT_S: Final = 10.0
+RESTART_POLL_S: Final = 0.1
+"""How often a handle asks a restarting host again whether it is back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,7 @@ class _Delivery:
         self.finished: list[ToolCallResponse] = []
         self.started_ids: set[str] = set()
         self.finished_ids: set[str] = set()
+        self.lost: BaseException | None = None
         self._started = getattr(observer, "call_started", None)
         self._progress = getattr(observer, "call_progress", None)
         self._finished = getattr(observer, "call_finished", None)
@@ -273,15 +276,26 @@ class SessionHandle:
             )
         if self._state == "lost":
             try:
-                await self._drain_serve()
-                await self._open()
-            except (RayActorError, SessionHostError) as exc:
+                await self._reopen()
+            except (RayActorError, SessionHostError, TimeoutError) as exc:
                 self._restartable = False
-                self._lose(exc if isinstance(exc, str) else str(exc).split("\n")[0])
+                self._lose(exc)
                 return False
             self.restarts += 1
             log.info("ray.session_reopened", session_id=self.session_id, restarts=self.restarts)
         return self._state == "open"
+
+    async def _reopen(self) -> None:
+        """Open the session again on its restarted host (Ray says "unavailable" until the
+        host is back; it raises ``ActorDiedError`` once it will not come back)."""
+        with anyio.fail_after(DEFAULT_OPEN_TIMEOUT_S):
+            while True:
+                await self._drain_serve()
+                try:
+                    await self._open()
+                    return
+                except ActorUnavailableError:
+                    await anyio.sleep(RESTART_POLL_S)
 
     async def aclose(self) -> None:
         """Close the session: its batches are aborted, its MCP servers and processes
@@ -494,7 +508,7 @@ class SessionHandle:
                     watchers.start_soon(self._forward_abort, abort, token)
                 async with anyio.create_task_group() as feed:
                     if observe:
-                        feed.start_soon(self._poll, token, delivery, approve, feed.cancel_scope)
+                        feed.start_soon(self._poll, token, delivery, approve)
                     try:
                         result = await ref
                     except RayActorError as exc:
@@ -509,6 +523,7 @@ class SessionHandle:
             ):
                 await self._actor.abort.remote(self._key, token)
             raise
+        lost = lost or delivery.lost
         if lost is not None or result is None:
             self._lose(lost if lost is not None else "no answer")
             return self._lost_responses(entries, delivery, ran=True)
@@ -536,7 +551,6 @@ class SessionHandle:
         token: int,
         delivery: _Delivery,
         approve: ApprovalCallback | None,
-        scope: anyio.CancelScope,
     ) -> None:
         """Fetch the batch's events until its last, answering approvals as they come."""
         async with anyio.create_task_group() as asks:
@@ -550,8 +564,8 @@ class SessionHandle:
                             delivery.take(event)
                     if answer["done"]:
                         break
-            except RayActorError:
-                scope.cancel()  # the batch itself reports the loss
+            except RayActorError as exc:
+                delivery.lost = exc  # the batch's own call fails too, and reports it
 
     async def _answer(
         self,
