@@ -231,7 +231,8 @@ class SessionHandle:
     def _lose(self, exc: BaseException | str) -> None:
         reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}".split("\n")[0]
         self._lost_reason = reason
-        self._state = "lost" if self._restartable else "dead"
+        if self._state != "closed":
+            self._state = "lost" if self._restartable else "dead"
         log.warning("ray.session_lost", session_id=self.session_id, reason=reason[:300])
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -514,6 +515,9 @@ class SessionHandle:
                     except RayActorError as exc:
                         lost = exc
                         feed.cancel_scope.cancel()
+                    else:
+                        if "lost" in result:
+                            feed.cancel_scope.cancel()  # the batch never started there
                 watchers.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             with (
@@ -529,7 +533,7 @@ class SessionHandle:
             return self._lost_responses(entries, delivery, ran=True)
         if result.get("lost") == NOT_OPEN:
             self._lose("the host was restarted; the session opens again")
-            return None
+            return None  # (its poll, if any, was ended with the feed below)
         if method == "run":
             return result
         for event in result["events"]:
