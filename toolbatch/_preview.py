@@ -84,7 +84,8 @@ class Excerpt:
         unit: what ``length`` counts.
         notes: header lines after the artifact paths (why the output was not saved, how
             to read the file), part of every preview of this source.
-        trailer: text every preview ends with when it fits (a command's exit line).
+        trailer: text every preview ends with when it fits, on a line of its own (a
+            command's exit line).
     """
 
     head: str
@@ -132,8 +133,9 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
     The preview is ``Tool output truncated.``, one ``Full output: <path>`` line per path
     that fits whole (in order), the source's note lines that fit, a blank line, a head of
     about 20% of the remaining room, an omission marker line, a tail of about 80% and the
-    source's trailer. Small limits drop the trailer, then degrade to a head-only preview,
-    then the bare header, then a cut header, then ``""``. A preview is the limit long, or a
+    source's trailer (kept before any of the output: it says how the output ended). Small
+    limits degrade to a head-only preview, then drop the trailer, then the bare header, then
+    a cut header, then ``""``. A preview is the limit long, or a
     few code points shorter (a cut moved off a surrogate pair, or an omitted count with
     fewer digits than the source length it was sized for). Ends taken from an excerpt never
     reach past what it holds, so a preview cut from one may be shorter still.
@@ -149,8 +151,10 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
     if room <= 0:
         return header, source.keeping("", "")
     trailer = source.trailer
-    if len(trailer) * 2 > room:
-        trailer = ""  # the output itself comes before what follows it
+    if trailer and not trailer.startswith("\n"):
+        trailer = "\n" + trailer  # the trailer starts its own line, whatever ends before it
+    if len(trailer) > room:
+        trailer = ""
     room -= len(trailer)
     marker_room = len(omission_marker(source.length, source.unit))
     head_size, tail = 0, ""
@@ -162,11 +166,15 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
         # No room for a marker and a tail (or an excerpt without one): the head alone.
         head = safe_prefix(source.head, room)
         kept = source.keeping(head, "")
-        body = PREVIEW_SEPARATOR + head if head else ""
-        return header + body + (trailer if head else ""), kept
+        if trailer and (not head or head.endswith("\n")):
+            trailer = trailer[1:]
+        body = PREVIEW_SEPARATOR + head + trailer if head or trailer else ""
+        return header + body, kept
     head = safe_prefix(source.head, head_size)
     omitted = source.length - _measure(head, source.unit) - _measure(tail, source.unit)
     marker = omission_marker(max(omitted, 0), source.unit)
+    if trailer and tail.endswith("\n"):
+        trailer = trailer[1:]
     preview = header + PREVIEW_SEPARATOR + head + marker + tail + trailer
     return preview, source.keeping(head, tail)
 

@@ -178,8 +178,8 @@ def collect_slots(
         success: whether the response succeeded; a failed one is never exempt.
         state: the response's ``finalize_state``.
     """
-    finalize_state = state_of(state)
-    known = finalize_state.lookup() if finalize_state is not None and finalize_state.fitted else None
+    read = state_of(state)
+    known = read.lookup() if read is not None and read.fitted else None
     slots: list[Slot] = []
     for index, part in enumerate(parts):
         if isinstance(part, FunctionResponsePart):

@@ -301,4 +301,4 @@ async def test_a_preview_never_splits_a_surrogate_pair() -> None:
         types.CallToolResult(content=[text(emoji_text)]), call=CALL, store=None, trigger_chars=1_000
     )
     str(output_of(result)).encode("utf-8")
-    assert "😀" * 2_000 in str(output_of(result))
+    assert "😀" * 1_000 in str(output_of(result))  # the tail, about 80% of 2,000
