@@ -92,7 +92,8 @@ async def test_preview_never_splits_a_surrogate_pair() -> None:
     body = result.content.split("\n\n", 1)[1]
     head, _, tail = body.partition(" characters omitted ...]\n")
     head = head.rpartition("\n[... ")[0]
-    assert head and tail
+    assert head
+    assert tail
     assert not head.endswith("\ud83d")
     assert not tail.startswith("\ude00")
     assert len(result.content) <= 2_000
