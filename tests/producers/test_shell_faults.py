@@ -85,7 +85,7 @@ async def test_an_aborted_call_keeps_its_partial_output_and_artifact(tmp_path: P
     (path,) = response.persisted_output_files
     assert path.read_bytes() == _seq_bytes(100_000)
     text = str(response.parts)
-    assert f"Full output: {path}\n" in text
+    assert f"Full output: {path}\\n" in text  # str(parts) escapes the newline
     assert "99999\\n100000\\n[cancelled; its processes were stopped with SIGTERM]" in text
     assert _live_group_members(pgid) == []
 
