@@ -10,7 +10,7 @@
   (scheduler, hooks, finalizer: what an agent pays per MCP call) against a bare
   ``ClientSession.call_tool`` on another live session of the same server, one of each in
   turn (target: at most 1.1x).
-* Issue 18's memory row: one 200 MB text result (``big_text``) through ``run_batch`` in a
+* Issue 18's memory row: one 200 MB text result (``texts``) through ``run_batch`` in a
   child process with the default store, whose peak RSS (``ru_maxrss``) must stay within
   2.5x the result.
 """
@@ -64,7 +64,8 @@ async def main(server, n_chars):
             artifacts_dir=tmp, mcp_servers={"mcpServers": {"bench": entry}}, call_timeout=600
         )
         async with ToolScheduler(Registry(), config) as scheduler:
-            call = ToolCall(id="big", name="mcp__bench__big_text", args={"n_chars": n_chars})
+            # One text part (``big_text`` would also send it as structured content: twice).
+            call = ToolCall(id="big", name="mcp__bench__texts", args={"sizes": [n_chars]})
             turn = await scheduler.run_batch([call])
             [response] = turn.responses
             assert response.status == "success", response
@@ -92,7 +93,8 @@ async def _producer_big(n_chars: int) -> float:
         store = ArtifactStore(tmp)
         async with _servers() as servers:
             producer = servers.producer("mcp__bench__big_text")
-            call = ToolCall(id="big", name="mcp__bench__big_text", args={"n_chars": n_chars})
+            # One text part (``big_text`` would also send it as structured content: twice).
+            call = ToolCall(id="big", name="mcp__bench__texts", args={"sizes": [n_chars]})
             started = time.perf_counter()
             result = await producer.run(call, ProducerContext(store=store))
             elapsed = time.perf_counter() - started
