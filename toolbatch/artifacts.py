@@ -276,6 +276,12 @@ def _write_file(directory: Path, name: str, data: bytes) -> Path:
     return final
 
 
+def _sync_quietly(fd: int) -> None:
+    """``fdatasync`` ahead of the real one; an error is left for that one to report."""
+    with contextlib.suppress(OSError):
+        os.fdatasync(fd)
+
+
 def _rename_into_place(tmp: str, final: Path) -> None:
     # os.replace swaps the directory entry: a symlink planted at ``final`` is replaced, the
     # file it pointed to is never touched.
@@ -637,9 +643,13 @@ class ArtifactStream:
             if self._file is None:
                 await anyio.to_thread.run_sync(self._open_file)
             if size >= PARALLEL_HASH_BYTES:
-                # sha256 and the write both release the GIL: run them side by side.
+                # sha256 and the write both release the GIL: run them side by side, and let
+                # the disk take what earlier flushes wrote meanwhile (``_sync_quietly``).
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(anyio.to_thread.run_sync, self._hash_chunks, chunks)
+                    earlier = self._file
+                    if earlier is not None and earlier.written:
+                        tg.start_soon(anyio.to_thread.run_sync, _sync_quietly, earlier.fd)
                     await anyio.to_thread.run_sync(self._write_chunks, chunks)
             elif chunks:
                 await anyio.to_thread.run_sync(self._hash_and_write, chunks)
@@ -657,6 +667,19 @@ class ArtifactStream:
             except OSError as fallback_error:
                 failure = fallback_error
         self._fail(failure)
+
+    async def sync_early(self) -> None:
+        """Write what is buffered and let the disk take it now, before ``commit``.
+
+        For a writer that knows little or nothing more will be kept (a cap was reached)
+        and that commits later: the data is made durable while it does other work, so
+        the fsync at commit, which is what makes the artifact durable, has little left
+        to wait for. A failure here is not reported (the commit's fsync reports it).
+        """
+        await self._flush()
+        file = self._file
+        if file is not None and self.error is None:
+            await anyio.to_thread.run_sync(_sync_quietly, file.fd)
 
     def _fail(self, exc: BaseException) -> None:
         log.warning(
