@@ -217,9 +217,15 @@ class Capture:
 async def _write_chunks(stream: ArtifactStream, chunks: MemoryObjectReceiveStream[bytes]) -> None:
     # Chunks go through as read: under load a pipe read returns the full 1 MiB, which the
     # stream flushes without copying; joining larger blocks here measured slower.
+    # Once the store keeps nothing more (a cap), the disk takes what was kept while the
+    # pipe drains, so the commit's fsync has little left to wait for.
+    synced = False
     async with chunks:
         async for chunk in chunks:
             await stream.write(chunk)
+            if not synced and stream.dropped_by is not None:
+                synced = True
+                await stream.sync_early()
 
 
 @dataclass(slots=True, eq=False)
