@@ -5,13 +5,21 @@
   artifact store) versus ``mcp.client.stdio.stdio_client`` + ``ClientSession.call_tool``,
   whose line reassembly is quadratic. Both read the same server; ours does more work.
 * Echo round-trip latency: the producer versus a bare ``ClientSession.call_tool`` over the
-  SDK's transport, on two live sessions, one call of each in turn.
+  SDK's transport, on two live sessions, one call of each in turn (a diagnostic).
+* Issue 18's echo row: one echo call as a whole batch through ``ToolScheduler.run_batch``
+  (scheduler, hooks, finalizer: what an agent pays per MCP call) against a bare
+  ``ClientSession.call_tool`` on another live session of the same server, one of each in
+  turn (target: at most 1.1x).
+* Issue 18's memory row: one 200 MB text result (``texts``) through ``run_batch`` in a
+  child process with the default store, whose peak RSS (``ru_maxrss``) must stay within
+  2.5x the result.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +32,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
 from bench._report import Row, Target
-from toolbatch import ArtifactStore, ToolCall
+from toolbatch import ArtifactStore, Registry, SchedulerConfig, ToolCall, ToolScheduler
 from toolbatch.producers import ProducerContext
 from toolbatch.producers.mcp import McpServers, load_mcp_config
 
@@ -36,6 +44,37 @@ SDK_CAP_S = 180.0
 minutes under load); a stopped run makes the baseline, and the ratio, a lower bound."""
 TARGET_SPEEDUP = 10.0
 TARGET_ECHO_RATIO = 1.2
+"""The producer alone (diagnostic)."""
+TARGET_BATCH_ECHO_RATIO = 1.1
+"""Issue 18: one MCP echo through run_batch vs a bare ClientSession.call_tool."""
+BIG_RSS_CHARS = 200_000_000
+QUICK_BIG_RSS_CHARS = 50_000_000
+TARGET_RSS_FACTOR = 2.5
+"""Issue 18: the peak RSS of one 200 MB MCP text result, as a multiple of the result."""
+_RSS_CHILD = """
+import resource, sys, tempfile
+import anyio
+import toolbatch
+from toolbatch import Registry, SchedulerConfig, ToolCall, ToolScheduler
+
+async def main(server, n_chars):
+    entry = {"command": sys.executable, "args": [server]}
+    with tempfile.TemporaryDirectory() as tmp:
+        config = SchedulerConfig(
+            artifacts_dir=tmp, mcp_servers={"mcpServers": {"bench": entry}}, call_timeout=600
+        )
+        async with ToolScheduler(Registry(), config) as scheduler:
+            # One text part (``big_text`` would also send it as structured content: twice).
+            call = ToolCall(id="big", name="mcp__bench__texts", args={"sizes": [n_chars]})
+            turn = await scheduler.run_batch([call])
+            [response] = turn.responses
+            assert response.status == "success", response
+            print(sum(path.stat().st_size for path in scheduler.store.written))
+
+toolbatch.configure_logging("error")
+anyio.run(main, sys.argv[1], int(sys.argv[2]))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
 START_TIMEOUT_S = 120.0
 
 
@@ -54,7 +93,8 @@ async def _producer_big(n_chars: int) -> float:
         store = ArtifactStore(tmp)
         async with _servers() as servers:
             producer = servers.producer("mcp__bench__big_text")
-            call = ToolCall(id="big", name="mcp__bench__big_text", args={"n_chars": n_chars})
+            # One text part (``big_text`` would also send it as structured content: twice).
+            call = ToolCall(id="big", name="mcp__bench__texts", args={"sizes": [n_chars]})
             started = time.perf_counter()
             result = await producer.run(call, ProducerContext(store=store))
             elapsed = time.perf_counter() - started
@@ -115,6 +155,60 @@ async def _echo(calls: int, errlog: TextIO) -> tuple[list[float], list[float]]:
     return ours, bare
 
 
+async def _batch_echo(calls: int, errlog: TextIO) -> tuple[list[float], list[float]]:
+    entry = {"command": sys.executable, "args": [str(TEST_SERVER)]}
+    ours: list[float] = []
+    bare: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        config = SchedulerConfig(
+            artifacts_dir=tmp,
+            mcp_servers={"mcpServers": {"bench": entry}},
+            mcp_startup_timeout=START_TIMEOUT_S,
+        )
+        async with (
+            ToolScheduler(Registry(), config) as scheduler,
+            stdio_client(_sdk_params(), errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            for index in range(20):  # warm both paths up
+                await session.call_tool("echo", {"text": f"warm {index}"})
+                warm = ToolCall(id=f"w{index}", name="mcp__bench__echo", args={"text": "w"})
+                await scheduler.run_batch([warm])
+            for index in range(calls):
+                text = f"echo {index}"
+                call = ToolCall(id=f"c{index}", name="mcp__bench__echo", args={"text": text})
+                for run_ours in (index % 2 == 0, index % 2 == 1):
+                    started = time.perf_counter()
+                    if run_ours:
+                        turn = await scheduler.run_batch([call])
+                        ours.append(time.perf_counter() - started)
+                        assert turn.responses[0].status == "success"
+                    else:
+                        reply = await session.call_tool("echo", {"text": text})
+                        bare.append(time.perf_counter() - started)
+                        assert not reply.is_error
+    return ours, bare
+
+
+def _big_result_rss(n_chars: int) -> tuple[float, int]:
+    """Peak RSS (MB) of a child running one ``n_chars`` result through run_batch, and the
+    bytes it persisted."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, str(TEST_SERVER), str(n_chars)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    lines = done.stdout.split()
+    if done.returncode != 0 or len(lines) < 2:
+        raise RuntimeError(f"the RSS child failed: {done.stderr[-800:]}")
+    return int(lines[-1]) * 1024 / 1e6, int(lines[-2])
+
+
 def run(quick: bool) -> list[Row]:
     n_chars = QUICK_BIG_CHARS if quick else BIG_CHARS
     size = f"{n_chars // 1_000_000} MB" + (" (quick size)" if quick else "")
@@ -127,7 +221,36 @@ def run(quick: bool) -> list[Row]:
     ours_ms = statistics.median(ours) * 1000
     bare_ms = statistics.median(bare) * 1000
     echo_ratio = ours_ms / bare_ms
+    with open(os.devnull, "w") as errlog:
+        batch_ours, batch_bare = anyio.run(_batch_echo, 300 if quick else 1_000, errlog)
+    batch_ms = statistics.median(batch_ours) * 1000
+    batch_bare_ms = statistics.median(batch_bare) * 1000
+    rss_chars = QUICK_BIG_RSS_CHARS if quick else BIG_RSS_CHARS
+    peak_mb, saved = _big_result_rss(rss_chars)
+    result_mb = rss_chars / 1e6
     return [
+        Row(
+            area="mcp",
+            name=f"one echo through run_batch (median of {len(batch_ours)})",
+            value=batch_ms,
+            unit="ms",
+            baseline="bare ClientSession.call_tool on the same server",
+            baseline_value=batch_bare_ms,
+            ratio=batch_ms / batch_bare_ms,
+            target=f"<= {TARGET_BATCH_ECHO_RATIO:g} (ratio = ours / bare latency)",
+            goal=Target("ratio", "<=", TARGET_BATCH_ECHO_RATIO),
+        ),
+        Row(
+            area="mcp",
+            name=f"one {result_mb:g} MB text result through run_batch: peak RSS",
+            value=peak_mb,
+            unit="MB",
+            baseline=f"the result ({saved / 1e6:g} MB persisted)",
+            baseline_value=result_mb,
+            ratio=peak_mb / result_mb,
+            target=f"<= {TARGET_RSS_FACTOR:g}x the result (ratio = peak RSS / result)",
+            goal=Target("ratio", "<=", TARGET_RSS_FACTOR),
+        ),
         Row(
             area="mcp",
             name=f"{size} tool result through the producer (linear stdio, persisted)",
@@ -148,7 +271,6 @@ def run(quick: bool) -> list[Row]:
             baseline="bare ClientSession.call_tool over SDK stdio_client",
             baseline_value=bare_ms,
             ratio=echo_ratio,
-            target=f"<= {TARGET_ECHO_RATIO:g} (ratio = ours / bare latency)",
-            goal=Target("ratio", "<=", TARGET_ECHO_RATIO),
+            target=f"diagnostic (was <= {TARGET_ECHO_RATIO:g}; the producer alone)",
         ),
     ]

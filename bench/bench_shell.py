@@ -1,5 +1,11 @@
 """Shell producer: 1 GiB of output through the producer vs the same stream into ``cat``.
 
+Issue 18's row: 1 GiB through the producer with the default on-disk store (a fresh
+``ArtifactStore`` on this machine's disk with its default caps, so it keeps the first
+64 MiB, fsynced, and counts the rest) against the same command into ``cat > /dev/null``,
+alternately, best of ``ROUNDS`` (target: ratio at least 0.8). The rows below it are
+diagnostics of the capture path with the caps raised so all 1 GiB is persisted.
+
 The stream is ``cat <1 GiB text file>`` (56-byte lines; the file sits on tmpfs, so the
 generator is one cheap process and both sides read the same bytes). Each side runs in the
 same run, alternately, best of ``ROUNDS``:
@@ -46,6 +52,7 @@ from typing import Any, Final
 import anyio
 
 from bench._report import Row, Target
+from toolbatch.artifacts import DEFAULT_MAX_FILE_BYTES
 
 AREA: Final = "shell"
 FULL_BYTES: Final = 2**30
@@ -56,7 +63,8 @@ DISK_ROUNDS: Final = 2
 QUICK_ROUNDS: Final = 1
 LINE: Final = b"the quick brown fox jumps over the lazy dog 0123456789\n"
 RSS_TARGET_MIB: Final = 64.0
-RATIO_TARGET: Final = 0.5
+RATIO_TARGET: Final = 0.8
+"""Issue 18: the default on-disk store vs ``cat > /dev/null``."""
 SANDBOX_COMMANDS: Final = 200
 QUICK_SANDBOX_COMMANDS: Final = 50
 SANDBOX_COST_TARGET_MS: Final = 5.0
@@ -82,12 +90,18 @@ def _reset_peak_rss() -> None:
         clear.write("5")  # "5" resets VmHWM to the current RSS
 
 
-async def child_run(command: str, store_dir: str) -> dict[str, Any]:
-    """Run ``command`` through a ShellProducer once; time, RSS growth and artifact size."""
+async def child_run(command: str, store_dir: str, caps: str = "raised") -> dict[str, Any]:
+    """Run ``command`` through a ShellProducer once; time, RSS growth and artifact size.
+
+    ``caps`` is ``raised`` (the store keeps everything) or ``default`` (the store's
+    default caps, as a user gets it)."""
     from toolbatch import ArtifactStore, ToolCall
     from toolbatch.producers import ProducerContext, ShellProducer
 
-    store = ArtifactStore(store_dir, max_file_bytes=4 * 2**30, max_total_bytes=16 * 2**30)
+    if caps == "default":
+        store = ArtifactStore(store_dir)
+    else:
+        store = ArtifactStore(store_dir, max_file_bytes=4 * 2**30, max_total_bytes=16 * 2**30)
     producer = ShellProducer()
     context = ProducerContext(store=store)
     warm = ToolCall(id="warm", name="run_shell_command", args={"command": "seq 1 20000"})
@@ -151,10 +165,10 @@ def _sandbox_cost(quick: bool) -> Row:
     )
 
 
-def _run_child(command: str, store_dir: Path) -> dict[str, Any]:
+def _run_child(command: str, store_dir: Path, caps: str = "raised") -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, command, str(store_dir)],
+        [sys.executable, "-c", _CHILD, command, str(store_dir), caps],
         cwd=root,
         capture_output=True,
         text=True,
@@ -200,6 +214,16 @@ def run(quick: bool) -> list[Row]:
         _write_source(source, size)
         stream = f"cat {source}"
         small = f"head -c {SMALL_BYTES} {source}"
+        default_ours: list[float] = []
+        default_cats: list[float] = []
+        for _ in range(rounds):
+            default_cats.append(_time_shell(f"{stream} | cat > /dev/null"))
+            measured = _run_child(stream, disk / "default-store", "default")
+            kept = min(size, DEFAULT_MAX_FILE_BYTES)
+            if measured["artifact_bytes"] != kept or measured["error"] is not None:
+                raise RuntimeError(f"the producer did not keep the store's share: {measured}")
+            default_ours.append(measured["elapsed_s"])
+            shutil.rmtree(disk / "default-store", ignore_errors=True)
         ours: list[float] = []
         cats: list[float] = []
         growth: list[float] = []
@@ -226,20 +250,31 @@ def run(quick: bool) -> list[Row]:
     ours_rate, cat_rate = mib / min(ours), mib / min(cats)
     disk_rate, disk_cat_rate = mib / min(disk_ours), mib / min(disk_cats)
     ratio = ours_rate / cat_rate
+    default_rate, default_cat_rate = mib / min(default_ours), mib / min(default_cats)
     disk_ratio = disk_rate / disk_cat_rate
     peak = max(growth)
     sandbox = _sandbox_cost(quick)
     return [
         Row(
             area=AREA,
-            name=f"{label} through the producer (store on tmpfs)",
+            name=f"{label} through the producer (default on-disk store)",
+            value=default_rate,
+            unit="MiB/s",
+            baseline="same command | cat > /dev/null",
+            baseline_value=default_cat_rate,
+            ratio=default_rate / default_cat_rate,
+            target=f"ratio >= {RATIO_TARGET} (ours/cat throughput)",
+            goal=Target("ratio", ">=", RATIO_TARGET),
+        ),
+        Row(
+            area=AREA,
+            name=f"diagnostic: {label}, all persisted (caps raised, store on tmpfs)",
             value=ours_rate,
             unit="MiB/s",
             baseline="same stream | cat > /dev/null",
             baseline_value=cat_rate,
             ratio=ratio,
-            target=f"ratio >= {RATIO_TARGET} (ours/cat throughput)",
-            goal=Target("ratio", ">=", RATIO_TARGET),
+            target="diagnostic (the whole capture path without a disk)",
         ),
         Row(
             area=AREA,
@@ -254,14 +289,13 @@ def run(quick: bool) -> list[Row]:
         ),
         Row(
             area=AREA,
-            name=f"{label} through the producer (store on disk, fsync)",
+            name=f"diagnostic: {label}, all persisted (caps raised, store on disk)",
             value=disk_rate,
             unit="MiB/s",
             baseline="same stream | cat > file; sync file",
             baseline_value=disk_cat_rate,
             ratio=disk_ratio,
-            target=f"ratio >= {RATIO_TARGET} (ours/cat throughput)",
-            goal=Target("ratio", ">=", RATIO_TARGET),
+            target="diagnostic (the same disk work done by coreutils)",
         ),
         sandbox,
     ]

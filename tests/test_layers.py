@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
         "_process",
         "_sandbox",
         "_text",
+        "_preview",
         "_descriptor_io",
         "_media",
         "_json_limits",

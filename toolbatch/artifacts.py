@@ -1,7 +1,8 @@
 """The artifact store: the one place that writes tool output to disk.
 
 Complete tool output is kept here so the model can be shown a bounded preview plus a path.
-Writes are atomic (a temp file in the same directory, fsync, rename, directory fsync), files
+Writes are atomic (a temp file in the same directory, fsync, rename, directory fsync; the
+directory fsync is shared by the renames of concurrent writes: group commit), files
 are mode 0600 in a 0700 directory, and a symlink planted at a destination is replaced, never
 followed. Names come from the call id made safe plus a digest of the call id and the content,
 so the same content for the same call is written once and two calls never overwrite each
@@ -28,7 +29,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from .errors import ArtifactCapExceeded, ArtifactWriteError
+from .errors import ArtifactCapExceeded, ArtifactWriteError, ConfigError
 from .telemetry import traced_commit, traced_persist
 
 __all__ = [
@@ -254,7 +255,11 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _write_file(directory: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` to a temp file in ``directory``, fsync it, and publish it as ``name``."""
+    """Write ``data`` to a temp file in ``directory``, fsync it, and rename it to ``name``.
+
+    The rename is made durable by the caller's directory fsync (``ArtifactStore._sync_dir``,
+    shared by every rename of a group) before anyone is given the path.
+    """
     fd, tmp = _open_temp(directory)
     try:
         view = memoryview(data)
@@ -262,7 +267,7 @@ def _write_file(directory: Path, name: str, data: bytes) -> Path:
             view = view[os.write(fd, view[:WRITE_CHUNK_BYTES]) :]
         os.fsync(fd)
         final = directory / name
-        _publish(tmp, final)  # still open, so still locked: no sweep can take it
+        _rename_into_place(tmp, final)  # still open, so still locked: no sweep can take it
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -271,11 +276,30 @@ def _write_file(directory: Path, name: str, data: bytes) -> Path:
     return final
 
 
-def _publish(tmp: str, final: Path) -> None:
+def _sync_quietly(fd: int) -> None:
+    """``fdatasync`` ahead of the real one; an error is left for that one to report."""
+    with contextlib.suppress(OSError):
+        os.fdatasync(fd)
+
+
+def _rename_into_place(tmp: str, final: Path) -> None:
     # os.replace swaps the directory entry: a symlink planted at ``final`` is replaced, the
     # file it pointed to is never touched.
     os.replace(tmp, final)
-    _fsync_dir(final.parent)
+
+
+@dataclass(slots=True, eq=False)
+class _DirSync:
+    """Group commit of one directory's renames: one ``fsync`` of the directory covers every
+    rename made before it started.
+
+    ``requested`` counts the renames waiting to be made durable, ``completed`` how many
+    of them a finished fsync covers; ``running`` is set while one is under way.
+    """
+
+    requested: int = 0
+    completed: int = 0
+    running: anyio.Event | None = None
 
 
 def _unlink_quietly(path: str) -> None:
@@ -331,7 +355,7 @@ class ArtifactStore:
             ("max_total_bytes", max_total_bytes),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{option} must be a positive int of bytes, got {value!r}")
+                raise ConfigError(f"{option} must be a positive int of bytes, got {value!r}")
         self.root = Path(root).absolute()
         self.fallback_dir = (
             Path(fallback_dir).absolute() if fallback_dir is not None else _default_fallback_dir()
@@ -341,6 +365,7 @@ class ArtifactStore:
         self._used = 0
         self._inflight: dict[str, anyio.Event] = {}
         self._written: list[Path] = []
+        self._dir_syncs: dict[Path, _DirSync] = {}
         try:
             _ensure_dir(self.root)
         except OSError as exc:
@@ -495,12 +520,41 @@ class ArtifactStore:
                 ) from fallback_error
 
     async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
-        # One executor hop writes, fsyncs and publishes the whole file. It is shielded (and
-        # bounded by the per-file cap): a cancelled await would leave the thread running
-        # with our fd; the cancellation arrives once the file is published or gone.
+        # One executor hop writes, fsyncs and renames the whole file; then the directory's
+        # fsync, shared with the other files written meanwhile (group commit), makes the
+        # rename durable before the path is returned. Both are shielded (and bounded by the
+        # per-file cap): a cancelled await would leave the thread running with our fd; the
+        # cancellation arrives once the file is published or gone.
         with anyio.CancelScope(shield=True):
             path: Path = await _awrite_file(directory, name, data)
+            await self._sync_dir(directory)
         return path
+
+    async def _sync_dir(self, directory: Path) -> None:
+        """Return once a directory ``fsync`` that started after this call has finished.
+
+        Concurrent writers share it (group commit): while one fsync runs, every rename that
+        asks meanwhile waits for the next one, which covers them all. A failed fsync is
+        raised to the writer that ran it; the others run their own.
+        """
+        state = self._dir_syncs.get(directory)
+        if state is None:
+            state = self._dir_syncs[directory] = _DirSync()
+        state.requested += 1
+        mine = state.requested
+        while state.completed < mine:
+            running = state.running
+            if running is not None:
+                await running.wait()
+                continue
+            covers = state.requested
+            done = state.running = anyio.Event()
+            try:
+                await anyio.to_thread.run_sync(_fsync_dir, directory)
+            finally:
+                state.running = None
+                done.set()
+            state.completed = max(state.completed, covers)
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -589,9 +643,13 @@ class ArtifactStream:
             if self._file is None:
                 await anyio.to_thread.run_sync(self._open_file)
             if size >= PARALLEL_HASH_BYTES:
-                # sha256 and the write both release the GIL: run them side by side.
+                # sha256 and the write both release the GIL: run them side by side, and let
+                # the disk take what earlier flushes wrote meanwhile (``_sync_quietly``).
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(anyio.to_thread.run_sync, self._hash_chunks, chunks)
+                    earlier = self._file
+                    if earlier is not None and earlier.written:
+                        tg.start_soon(anyio.to_thread.run_sync, _sync_quietly, earlier.fd)
                     await anyio.to_thread.run_sync(self._write_chunks, chunks)
             elif chunks:
                 await anyio.to_thread.run_sync(self._hash_and_write, chunks)
@@ -609,6 +667,19 @@ class ArtifactStream:
             except OSError as fallback_error:
                 failure = fallback_error
         self._fail(failure)
+
+    async def sync_early(self) -> None:
+        """Write what is buffered and let the disk take it now, before ``commit``.
+
+        For a writer that knows little or nothing more will be kept (a cap was reached)
+        and that commits later: the data is made durable while it does other work, so
+        the fsync at commit, which is what makes the artifact durable, has little left
+        to wait for. A failure here is not reported (the commit's fsync reports it).
+        """
+        await self._flush()
+        file = self._file
+        if file is not None and self.error is None:
+            await anyio.to_thread.run_sync(_sync_quietly, file.fd)
 
     def _fail(self, exc: BaseException) -> None:
         log.warning(
@@ -730,7 +801,10 @@ class ArtifactStream:
         if self.error is not None:
             raise self._as_write_error(self.error)
         try:
-            path, reused = await anyio.to_thread.run_sync(self._commit_sync)
+            with anyio.CancelScope(shield=True):
+                path, reused = await anyio.to_thread.run_sync(self._commit_sync)
+                if not reused:
+                    await self.store._sync_dir(path.parent)
         except OSError as exc:
             self._fail(exc)
             raise self._as_write_error(exc) from exc
@@ -776,7 +850,9 @@ class ArtifactStream:
                 _unlink_quietly(handle.tmp)
                 return existing, True
             final = handle.directory / name
-            _publish(handle.tmp, final)  # still open, so still locked: no sweep can take it
+            # Still open, so still locked: no sweep can take it. ``commit`` makes the rename
+            # durable (the directory's fsync) before it returns the path.
+            _rename_into_place(handle.tmp, final)
         except OSError:
             _unlink_quietly(handle.tmp)
             raise

@@ -746,6 +746,10 @@ class ToolScheduler:
                 plan.response = await self._answer(plan, reporter, approve)
             if plan.response is not None:
                 reporter.finished(plan)
+                # An answered call needs neither its scope nor its context any more: a
+                # batch of 100,000 calls should not hold 100,000 of each until it ends.
+                plan.scope = None
+                plan.context = None
 
     def _answer_stopped(self, plan: _Plan, *, aborted: bool) -> None:
         """The response of a call whose task was cancelled (abort or deadline)."""

@@ -1,0 +1,111 @@
+"""Group commit: concurrent persists share directory fsyncs, and each artifact is still
+durable (its data fsynced before its rename, its rename fsynced) before its path is returned."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from toolbatch import ArtifactStore, ToolCall, ToolCallResponse, ToolResult
+from toolbatch.finalize import finalize_tool_responses
+
+
+class _Syscalls:
+    """Records the real fsync and rename calls (they still run) in the order they happen."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.events: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        real_fsync, real_replace = os.fsync, os.replace
+
+        def fsync(fd: int) -> None:
+            info = os.fstat(fd)
+            kind = "dir" if stat.S_ISDIR(info.st_mode) else "file"
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            real_fsync(fd)
+            with self._lock:
+                self.events.append((f"fsync-{kind}", target))
+
+        def replace(src: str, dst: str | os.PathLike[str]) -> None:
+            real_replace(src, dst)
+            with self._lock:
+                self.events.append(("rename", f"{src} -> {os.fspath(dst)}"))
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "replace", replace)
+
+    def note(self, what: str, path: Path) -> None:
+        with self._lock:
+            self.events.append((what, os.fspath(path)))
+
+    def index(self, kind: str, needle: str) -> int:
+        for position, (event, target) in enumerate(self.events):
+            if event == kind and needle in target:
+                return position
+        raise AssertionError(f"no {kind} of {needle} in {self.events}")
+
+    def dir_syncs_after(self, position: int, directory: Path) -> list[int]:
+        return [
+            i
+            for i, (event, target) in enumerate(self.events)
+            if i > position and event == "fsync-dir" and target == os.fspath(directory)
+        ]
+
+
+async def test_each_artifact_is_durable_before_its_path_is_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For every file of a concurrent group: data fsync, then rename, then a directory fsync,
+    all before persist() hands out the path."""
+    root = tmp_path / "store"
+    store = ArtifactStore(root)
+    calls = _Syscalls(monkeypatch)
+    paths: dict[int, Path] = {}
+
+    async def one(index: int) -> None:
+        path = await store.persist(f"c{index}", "t", f"output {index}\n" * 5_000)
+        calls.note("returned", path)
+        paths[index] = path
+
+    async with anyio.create_task_group() as group:
+        for index in range(12):
+            group.start_soon(one, index)
+    assert len(paths) == 12
+    for path in paths.values():
+        renamed = calls.index("rename", f"-> {path}")
+        returned = calls.index("returned", os.fspath(path))
+        source = calls.events[renamed][1].split(" -> ")[0]
+        assert calls.index("fsync-file", source) < renamed
+        syncs = [i for i in calls.dir_syncs_after(renamed, root) if i < returned]
+        assert syncs, f"{path.name} was returned before a directory fsync covered its rename"
+        assert path.read_text() == f"output {int(path.name.split('-')[1][1:])}\n" * 5_000
+
+
+async def test_concurrent_persists_share_directory_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finalize that persists 40 responses needs fewer directory fsyncs than files."""
+    root = tmp_path / "store"
+    store = ArtifactStore(root)
+    calls = _Syscalls(monkeypatch)
+    batch = [
+        ToolCallResponse.from_result(
+            ToolCall(id=f"call-{i}", name="run_shell_command"),
+            ToolResult(content=f"{i:04d} " + "line of output\n" * 20_000),
+        )
+        for i in range(40)
+    ]
+    out = await finalize_tool_responses(batch, budget=40_000, store=store)
+    assert all(response.persisted_output_files for response in out)
+    assert len(store.written) == 40
+    renames = [e for e in calls.events if e[0] == "rename"]
+    dir_syncs = [e for e in calls.events if e[0] == "fsync-dir" and e[1] == os.fspath(root)]
+    assert len(renames) == 40
+    assert 1 <= len(dir_syncs) < len(renames)
+    last_rename = max(i for i, e in enumerate(calls.events) if e[0] == "rename")
+    assert calls.dir_syncs_after(last_rename, root), "the last rename was never made durable"
