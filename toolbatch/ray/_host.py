@@ -21,7 +21,7 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +30,7 @@ import anyio
 import structlog
 
 from toolbatch._wire import ToolCall, ToolCallResponse, ToolDeclaration
+from toolbatch.logs import LogLevel, configure_logging
 from toolbatch.ray._codec import (
     Wire,
     decode_call,
@@ -228,7 +229,11 @@ class SessionHost:
     """Hosts sessions on the node Ray placed it on (wrapped as a Ray actor by
     ``toolbatch.ray``; not used directly)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_level: LogLevel | None = "warning") -> None:
+        # A host process is an entry point of its own: its log lines go to its stderr,
+        # which Ray keeps in the worker's log file (``None``: leave logging as it is).
+        if log_level is not None:
+            configure_logging(log_level)
         self._sessions: dict[str, _Hosted] = {}
         self._failures: dict[str, str] = {}
         self._arrived = anyio.Event()
@@ -313,17 +318,14 @@ class SessionHost:
             return None
         return hosted
 
-    async def execute(
-        self,
-        key: str,
-        token: int,
-        calls: Sequence[Any],
-        *,
-        observe: bool,
-        approval: bool,
-        keep: Sequence[int],
-    ) -> Wire:
-        """Run one batch; the responses stay here under ``token`` until completed."""
+    async def execute(self, key: str, request: Wire) -> Wire:
+        """Run one batch; the responses stay here under ``token`` until completed.
+
+        ``request``: ``token``, ``calls``, ``observe``, ``approval`` and ``keep`` (one
+        positional dict: Ray serializes keyword arguments at about 1 ms a call here).
+        """
+        token, calls, keep = request["token"], request["calls"], request["keep"]
+        observe, approval = request["observe"], request["approval"]
         hosted = self._open(key)
         if hosted is None:
             return {"lost": NOT_OPEN}
@@ -343,18 +345,11 @@ class SessionHost:
         hosted.pending[token] = responses
         return self._result(hosted, batch, responses)
 
-    async def run(
-        self,
-        key: str,
-        token: int,
-        calls: Sequence[Any],
-        *,
-        observe: bool,
-        approval: bool,
-        budget: Any,
-        keep: Sequence[int],
-    ) -> Wire:
-        """Run one batch and complete its turn here: only the turn goes back."""
+    async def run(self, key: str, request: Wire) -> Wire:
+        """Run one batch and complete its turn here: only the turn goes back (``request``:
+        as ``execute``'s, plus ``budget``)."""
+        token, calls, keep = request["token"], request["calls"], request["keep"]
+        observe, approval, budget = request["observe"], request["approval"], request["budget"]
         hosted = self._open(key)
         if hosted is None:
             return {"lost": NOT_OPEN}
@@ -452,15 +447,10 @@ class SessionHost:
         elif token not in hosted.finished and len(hosted.early_aborts) < MAX_EARLY_ABORTS:
             hosted.early_aborts.add(token)
 
-    async def complete(
-        self,
-        key: str,
-        items: Sequence[Any],
-        *,
-        budget: Mapping[str, Any],
-        keep: Sequence[int],
-    ) -> Wire:
-        """Complete a turn of responses held here (by reference) and sent (the driver's)."""
+    async def complete(self, key: str, request: Wire) -> Wire:
+        """Complete a turn of responses held here (by reference) and sent (the driver's);
+        ``request``: ``items``, ``budget`` and ``keep``."""
+        items, budget, keep = request["items"], request["budget"], request["keep"]
         hosted = self._open(key)
         if hosted is None:
             return {"lost": NOT_OPEN}

@@ -413,7 +413,7 @@ class SessionHandle:
             keep = list(self._held)
             try:
                 result = await self._actor.complete.remote(
-                    self._key, items, budget=limit, keep=keep
+                    self._key, {"items": items, "budget": limit, "keep": keep}
                 )
             except RayActorError as exc:
                 self._lose(exc)
@@ -493,14 +493,16 @@ class SessionHandle:
         ]
         observe = delivery._started is not None or delivery._progress is not None
         observe = observe or delivery._finished is not None or approve is not None
-        options: dict[str, Any] = {
+        request: Wire = {
+            "token": token,
+            "calls": wire_calls,
             "observe": observe,
             "approval": approve is not None,
             "keep": list(self._held),
         }
         if method == "run":
-            options["budget"] = budget
-        ref = getattr(self._actor, method).remote(self._key, token, wire_calls, **options)
+            request["budget"] = budget
+        ref = getattr(self._actor, method).remote(self._key, request)
         result: Wire | None = None
         lost: BaseException | None = None
         try:
