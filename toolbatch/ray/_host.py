@@ -237,6 +237,7 @@ class SessionHost:
         self._sessions: dict[str, _Hosted] = {}
         self._failures: dict[str, str] = {}
         self._arrived = anyio.Event()
+        self._closed_early: set[str] = set()
 
     def _announce(self) -> None:
         """Wake every ``ready`` waiting for a session to arrive (each looks again)."""
@@ -249,6 +250,9 @@ class SessionHost:
 
     async def serve(self, key: str, spec: SessionSpec) -> None:
         """Open the session, hold it open until ``close(key)``, close it."""
+        if key in self._closed_early:
+            self._closed_early.discard(key)
+            return
         hosted = _Hosted(spec)
         previous = self._sessions.get(key)
         if previous is not None:
@@ -311,6 +315,8 @@ class SessionHost:
         hosted = self._sessions.get(key)
         if hosted is not None:
             hosted.closing.set()
+        else:
+            self._closed_early.add(key)  # its serve has not started yet: it will not open
 
     def _open(self, key: str) -> _Hosted | None:
         hosted = self._sessions.get(key)

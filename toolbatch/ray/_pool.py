@@ -22,7 +22,7 @@ import ray
 import structlog
 from ray.exceptions import RayActorError
 
-from toolbatch.errors import ConfigError
+from toolbatch.errors import ConfigError, SessionHostError
 from toolbatch.logs import LogLevel
 from toolbatch.ray._host import RegistryFactory, SessionHost, SessionSpec, with_fields
 from toolbatch.ray._session import (
@@ -190,6 +190,12 @@ class SessionPool:
         self.log_level = log_level
         self._pool_id = f"ray-{uuid.uuid4().hex[:8]}"
         self._configs = [self._session_config(index) for index in range(self.size)]
+        if self.size > 1 and not callable(config) and self._configs[0].recorder is not None:
+            raise ConfigError(
+                "every session of the pool would record into the same recorder; pass config "
+                "as a function of the session index giving each its own recorder, or give "
+                "each AgentLoop its recorder (AgentLoop(..., recorder=...))"
+            )
         self.hosts: list[Any] = []
         self.sessions: list[SessionHandle] = []
         self._open = False
@@ -224,10 +230,14 @@ class SessionPool:
         self._open = True
         try:
             self._start_hosts()
+            failures: list[SessionHostError] = []
             with anyio.fail_after(self.open_timeout_s + CLOSE_TIMEOUT_S):
                 async with anyio.create_task_group() as tg:
                     for handle in self.sessions:
-                        tg.start_soon(self._open_one, handle)
+                        tg.start_soon(self._open_one, handle, failures, tg.cancel_scope)
+            if failures:
+                # The first failure, as itself (not a group): the others are alike.
+                raise failures[0]
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.aclose()
@@ -237,8 +247,17 @@ class SessionPool:
         )
         return self
 
-    async def _open_one(self, handle: SessionHandle) -> None:
-        await handle._open(timeout_s=self.open_timeout_s)
+    async def _open_one(
+        self,
+        handle: SessionHandle,
+        failures: list[SessionHostError],
+        scope: anyio.CancelScope,
+    ) -> None:
+        try:
+            await handle._open(timeout_s=self.open_timeout_s)
+        except SessionHostError as exc:
+            failures.append(exc)
+            scope.cancel()  # one session that cannot open fails the pool
 
     def _start_hosts(self) -> None:
         ids = [self._session_id(i, config) for i, config in enumerate(self._configs)]

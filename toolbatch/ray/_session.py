@@ -301,10 +301,12 @@ class SessionHandle:
     async def aclose(self) -> None:
         """Close the session: its batches are aborted, its MCP servers and processes
         stopped, its temporary workspace removed (on the host)."""
-        if self._state == "closed":
+        if self._state == "closed" and self._serve is None:
             return
         with anyio.CancelScope(shield=True):
-            if self._state == "open":
+            # "closed" with a serve call out: an open that was cancelled; it may be open
+            # on the host by now. A lost host has nothing open to close.
+            if self._state in ("open", "closed"):
                 try:
                     with anyio.move_on_after(CLOSE_TIMEOUT_S):
                         await self._actor.close.remote(self._key)
