@@ -34,3 +34,8 @@ def shell_and_pid(workspace: Path) -> Registry:
 def mcp_document() -> dict[str, Any]:
     """The test MCP server on stdio, started on the session's host."""
     return {"mcpServers": {"tests": {"command": sys.executable, "args": [str(MCP_SERVER)]}}}
+
+
+def no_tools(workspace: Path) -> Registry:
+    """A factory that fails on the host."""
+    raise RuntimeError(f"no tools for {workspace.name}")

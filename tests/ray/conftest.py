@@ -54,6 +54,24 @@ def parent_pid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                children.setdefault(parent_pid(int(entry)), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return [p for p in found if pid_alive(p)]
+
+
 def pid_pipe(directory: Path) -> Path:
     """A named pipe a remote command writes a pid into (``echo $! > pipe``)."""
     path = directory / "pid.fifo"

@@ -35,6 +35,11 @@ async def _kill_during(
 
         tg.start_soon(run)
         sleeper = await read_pid(pipe)
+        # The host registers the command's process group with its reaper right after
+        # spawning it (toolbatch/_reaper.py: a host killed within that instant leaves the
+        # group behind); on a loaded machine the command can write its pid first. One
+        # round trip to the host lets the spawning thread finish that step.
+        assert await session.host_pid() == host
         os.kill(host, signal.SIGKILL)
     return result[0], sleeper
 

@@ -13,11 +13,11 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.ray._tools import mcp_document, shell_and_pid
+from tests.ray._tools import mcp_document, no_tools, shell_and_pid
 from tests.ray.conftest import parent_pid, pid_alive, pid_pipe, read_pid, wait_gone
 from toolbatch import JsonlRecorder, SchedulerConfig, ToolCall, ToolScheduler, load_session
 from toolbatch.agent import AgentLoop, HeadlessRuntime, InteractiveRuntime, ScriptedModel
-from toolbatch.errors import ConfigError
+from toolbatch.errors import ConfigError, SessionHostError
 from toolbatch.ray import LOST_ERROR_TYPE, SessionPool, open_session, session_registry
 
 
@@ -237,6 +237,18 @@ async def test_bad_pool_options_are_config_errors(tmp_path: Path) -> None:
         SessionPool(2, session_registry, max_restarts=-2)
     with pytest.raises(ConfigError, match="size"):
         SessionPool(0, session_registry)
+    with pytest.raises(ConfigError, match="same recorder"):
+        SessionPool(2, session_registry, SchedulerConfig(recorder=JsonlRecorder(tmp_path / "t")))
+
+
+async def test_a_session_that_cannot_open_names_why() -> None:
+    """A registry factory failing on the host fails the pool's open with its message, and
+    the host is ended (nothing left running)."""
+    pool = SessionPool(1, no_tools)
+    with pytest.raises(SessionHostError, match="no tools for"):
+        async with pool:
+            pass
+    assert pool.hosts == []
 
 
 def test_import_without_ray_names_the_extra() -> None:

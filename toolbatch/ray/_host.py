@@ -14,12 +14,14 @@ every call, so abandoned batches are dropped and memory stays bounded.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import copy
 import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +30,7 @@ import anyio
 import structlog
 
 from toolbatch._wire import ToolCall, ToolCallResponse, ToolDeclaration
+from toolbatch.logs import LogLevel, configure_logging
 from toolbatch.ray._codec import (
     Wire,
     decode_call,
@@ -45,7 +48,12 @@ log = structlog.get_logger("toolbatch.ray")
 
 MAX_PROGRESS_EVENTS: Final = 1000
 """Progress messages a batch buffers for its observer; later ones are dropped (display only)."""
+CLOSE_GRACE_S: Final = 20.0
+"""How long a closing session waits for its aborted batches to answer."""
 MAX_EARLY_ABORTS: Final = 64
+"""Aborts remembered for batches that have not arrived yet."""
+MAX_FINISHED_TOKENS: Final = 256
+"""Finished batches remembered, so a poll that arrives after its batch ended returns."""
 """Aborts remembered for batches that have not arrived yet."""
 NOT_OPEN: Final = "not_open"
 
@@ -164,6 +172,30 @@ class _Hosted:
     early_aborts: set[int] = field(default_factory=set)
     fingerprint: tuple[int, ...] = ()
     workspace: Path | None = None
+    arrived: anyio.Event = field(default_factory=anyio.Event)
+    finished: collections.deque[int] = field(
+        default_factory=lambda: collections.deque(maxlen=MAX_FINISHED_TOKENS)
+    )
+
+    running: int = 0
+    idle: anyio.Event = field(default_factory=anyio.Event)
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Count a call that uses the scheduler, so closing waits for it to answer."""
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
+            if self.running == 0:
+                self.idle.set()
+                self.idle = anyio.Event()
+
+    def announce(self) -> None:
+        """Wake the pollers waiting for a batch to arrive or end (each looks again)."""
+        self.arrived.set()
+        self.arrived = anyio.Event()
 
     def forget(self, keep: Sequence[int]) -> None:
         """Drop the responses and batches the driver no longer holds."""
@@ -197,9 +229,19 @@ class SessionHost:
     """Hosts sessions on the node Ray placed it on (wrapped as a Ray actor by
     ``toolbatch.ray``; not used directly)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log_level: LogLevel | None = "warning") -> None:
+        # A host process is an entry point of its own: its log lines go to its stderr,
+        # which Ray keeps in the worker's log file (``None``: leave logging as it is).
+        if log_level is not None:
+            configure_logging(log_level)
         self._sessions: dict[str, _Hosted] = {}
         self._failures: dict[str, str] = {}
+        self._arrived = anyio.Event()
+        self._closed_early: set[str] = set()
+
+    def _announce(self) -> None:
+        """Wake every ``ready`` waiting for a session to arrive (each looks again)."""
+        self._arrived.set()
         self._arrived = anyio.Event()
 
     async def pid(self) -> int:
@@ -208,12 +250,15 @@ class SessionHost:
 
     async def serve(self, key: str, spec: SessionSpec) -> None:
         """Open the session, hold it open until ``close(key)``, close it."""
+        if key in self._closed_early:
+            self._closed_early.discard(key)
+            return
         hosted = _Hosted(spec)
         previous = self._sessions.get(key)
         if previous is not None:
             previous.closing.set()
         self._sessions[key] = hosted
-        self._arrived.set()
+        self._announce()
         workspace: Path | None = None
         remove = False
         try:
@@ -228,8 +273,13 @@ class SessionHost:
                 hosted.opened.set()
                 log.info("ray.session_opened", session_id=spec.session_id, pid=os.getpid())
                 await hosted.closing.wait()
+                hosted.announce()
                 for batch in hosted.batches.values():
                     batch.abort.set()
+                # The aborted batches still answer (cancelled), and are completed.
+                with anyio.move_on_after(CLOSE_GRACE_S):
+                    while hosted.running:
+                        await hosted.idle.wait()
                 hosted.scheduler = None
         except Exception as exc:
             hosted.error = f"{type(exc).__name__}: {exc}"
@@ -241,7 +291,7 @@ class SessionHost:
                 del self._sessions[key]
                 if hosted.error is not None:
                     self._failures[key] = hosted.error
-                    self._arrived.set()
+                    self._announce()
             if remove and workspace is not None:
                 shutil.rmtree(workspace, ignore_errors=True)
 
@@ -250,7 +300,6 @@ class SessionHost:
         # ``serve`` may start after this call (Ray orders the starts of an async actor's
         # calls only loosely): wait for it; the driver bounds the wait.
         while (hosted := self._sessions.get(key)) is None and key not in self._failures:
-            self._arrived = anyio.Event()
             await self._arrived.wait()
         if hosted is None:
             return {"error": self._failures.pop(key)}
@@ -266,6 +315,8 @@ class SessionHost:
         hosted = self._sessions.get(key)
         if hosted is not None:
             hosted.closing.set()
+        else:
+            self._closed_early.add(key)  # its serve has not started yet: it will not open
 
     def _open(self, key: str) -> _Hosted | None:
         hosted = self._sessions.get(key)
@@ -273,17 +324,14 @@ class SessionHost:
             return None
         return hosted
 
-    async def execute(
-        self,
-        key: str,
-        token: int,
-        calls: Sequence[Any],
-        *,
-        observe: bool,
-        approval: bool,
-        keep: Sequence[int],
-    ) -> Wire:
-        """Run one batch; the responses stay here under ``token`` until completed."""
+    async def execute(self, key: str, request: Wire) -> Wire:
+        """Run one batch; the responses stay here under ``token`` until completed.
+
+        ``request``: ``token``, ``calls``, ``observe``, ``approval`` and ``keep`` (one
+        positional dict: Ray serializes keyword arguments at about 1 ms a call here).
+        """
+        token, calls, keep = request["token"], request["calls"], request["keep"]
+        observe, approval = request["observe"], request["approval"]
         hosted = self._open(key)
         if hosted is None:
             return {"lost": NOT_OPEN}
@@ -291,29 +339,23 @@ class SessionHost:
         batch, decoded = self._start(hosted, token, calls, observe=observe, approval=approval)
         assert hosted.scheduler is not None
         try:
-            responses = await hosted.scheduler.execute(
-                decoded,
-                abort=batch.abort,
-                observer=batch,
-                approve=batch.approve if approval else None,
-            )
+            with hosted.busy():
+                responses = await hosted.scheduler.execute(
+                    decoded,
+                    abort=batch.abort,
+                    observer=batch,
+                    approve=batch.approve if approval else None,
+                )
         finally:
             self._finish(hosted, token, batch)
         hosted.pending[token] = responses
         return self._result(hosted, batch, responses)
 
-    async def run(
-        self,
-        key: str,
-        token: int,
-        calls: Sequence[Any],
-        *,
-        observe: bool,
-        approval: bool,
-        budget: Any,
-        keep: Sequence[int],
-    ) -> Wire:
-        """Run one batch and complete its turn here: only the turn goes back."""
+    async def run(self, key: str, request: Wire) -> Wire:
+        """Run one batch and complete its turn here: only the turn goes back (``request``:
+        as ``execute``'s, plus ``budget``)."""
+        token, calls, keep = request["token"], request["calls"], request["keep"]
+        observe, approval, budget = request["observe"], request["approval"], request["budget"]
         hosted = self._open(key)
         if hosted is None:
             return {"lost": NOT_OPEN}
@@ -322,18 +364,19 @@ class SessionHost:
         batch.collect = observe
         scheduler = hosted.scheduler
         assert scheduler is not None
-        try:
-            responses = await scheduler.execute(
-                decoded,
-                abort=batch.abort,
-                observer=batch,
-                approve=batch.approve if approval else None,
+        with hosted.busy():
+            try:
+                responses = await scheduler.execute(
+                    decoded,
+                    abort=batch.abort,
+                    observer=batch,
+                    approve=batch.approve if approval else None,
+                )
+            finally:
+                self._finish(hosted, token, batch)
+            turn = await scheduler.complete_turn(
+                responses, budget=budget.get("budget", USE_CONFIG), recorder=None
             )
-        finally:
-            self._finish(hosted, token, batch)
-        turn = await scheduler.complete_turn(
-            responses, budget=budget.get("budget", USE_CONFIG), recorder=None
-        )
         return {"turn": encode_turn(turn), "declarations": hosted.declared()}
 
     def _start(
@@ -349,6 +392,7 @@ class SessionHost:
         positions = {id(call): i for i, call in enumerate(decoded) if isinstance(call, ToolCall)}
         batch = _Batch(observe=observe, approval=approval, positions=positions)
         hosted.batches[token] = batch
+        hosted.announce()
         if token in hosted.early_aborts:
             hosted.early_aborts.discard(token)
             batch.abort.set()
@@ -357,6 +401,8 @@ class SessionHost:
     def _finish(self, hosted: _Hosted, token: int, batch: _Batch) -> None:
         batch.done = True
         batch.wake.set()
+        hosted.finished.append(token)
+        hosted.announce()
         if not batch.observe:
             hosted.batches.pop(token, None)
 
@@ -371,9 +417,14 @@ class SessionHost:
     async def events(self, key: str, token: int) -> Wire:
         """The batch's events not fetched yet (waits for one); ``done`` after the last."""
         hosted = self._sessions.get(key)
-        batch = hosted.batches.get(token) if hosted is not None else None
-        if batch is None or hosted is None:
+        if hosted is None:
             return {"events": [], "done": True}
+        # This call may start before the batch's own (Ray orders their starts only
+        # loosely): wait for the batch, unless it already ended.
+        while (batch := hosted.batches.get(token)) is None:
+            if token in hosted.finished or hosted.closing.is_set():
+                return {"events": [], "done": True}
+            await hosted.arrived.wait()
         while not batch.events and not batch.done:
             batch.wake = anyio.Event()
             await batch.wake.wait()
@@ -399,18 +450,13 @@ class SessionHost:
         batch = hosted.batches.get(token)
         if batch is not None:
             batch.abort.set()
-        elif token not in hosted.pending and len(hosted.early_aborts) < MAX_EARLY_ABORTS:
+        elif token not in hosted.finished and len(hosted.early_aborts) < MAX_EARLY_ABORTS:
             hosted.early_aborts.add(token)
 
-    async def complete(
-        self,
-        key: str,
-        items: Sequence[Any],
-        *,
-        budget: Mapping[str, Any],
-        keep: Sequence[int],
-    ) -> Wire:
-        """Complete a turn of responses held here (by reference) and sent (the driver's)."""
+    async def complete(self, key: str, request: Wire) -> Wire:
+        """Complete a turn of responses held here (by reference) and sent (the driver's);
+        ``request``: ``items``, ``budget`` and ``keep``."""
+        items, budget, keep = request["items"], request["budget"], request["keep"]
         hosted = self._open(key)
         if hosted is None:
             return {"lost": NOT_OPEN}
@@ -427,9 +473,10 @@ class SessionHost:
         used = {item["ref"][0] for item in items if "ref" in item}
         hosted.forget([token for token in keep if token not in used])
         assert hosted.scheduler is not None
-        turn = await hosted.scheduler.complete_turn(
-            responses, budget=budget.get("budget", USE_CONFIG), recorder=None
-        )
+        with hosted.busy():
+            turn = await hosted.scheduler.complete_turn(
+                responses, budget=budget.get("budget", USE_CONFIG), recorder=None
+            )
         return {"turn": encode_turn(turn), "declarations": hosted.declared()}
 
     async def declarations(self, key: str) -> list[Wire] | None:

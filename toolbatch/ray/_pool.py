@@ -22,7 +22,8 @@ import ray
 import structlog
 from ray.exceptions import RayActorError
 
-from toolbatch.errors import ConfigError
+from toolbatch.errors import ConfigError, SessionHostError
+from toolbatch.logs import LogLevel
 from toolbatch.ray._host import RegistryFactory, SessionHost, SessionSpec, with_fields
 from toolbatch.ray._session import (
     CLOSE_TIMEOUT_S,
@@ -143,6 +144,8 @@ class SessionPool:
             (``<dir>/<session_id>``, kept); ``None``: a temp directory removed at close.
         open_timeout_s: how long opening may take (hosts waiting for resources, MCP
             servers starting).
+        log_level: what each host logs (to its stderr, kept in Ray's worker log files);
+            ``None`` leaves the host's logging as it is.
     """
 
     def __init__(
@@ -157,6 +160,7 @@ class SessionPool:
         scheduling_strategy: Any = "SPREAD",
         workspace_dir: str | Path | None = None,
         open_timeout_s: float = DEFAULT_OPEN_TIMEOUT_S,
+        log_level: LogLevel | None = "warning",
     ) -> None:
         self.size = _check_positive_int("size", size)
         self.sessions_per_host = _check_positive_int("sessions_per_host", sessions_per_host)
@@ -179,8 +183,19 @@ class SessionPool:
         ):
             raise ConfigError(f"open_timeout_s must be a positive number, got {open_timeout_s!r}")
         self.open_timeout_s = float(open_timeout_s)
+        if log_level not in (None, "debug", "info", "warning", "error"):
+            raise ConfigError(
+                f"log_level must be debug, info, warning, error or None, got {log_level!r}"
+            )
+        self.log_level = log_level
         self._pool_id = f"ray-{uuid.uuid4().hex[:8]}"
         self._configs = [self._session_config(index) for index in range(self.size)]
+        if self.size > 1 and not callable(config) and self._configs[0].recorder is not None:
+            raise ConfigError(
+                "every session of the pool would record into the same recorder; pass config "
+                "as a function of the session index giving each its own recorder, or give "
+                "each AgentLoop its recorder (AgentLoop(..., recorder=...))"
+            )
         self.hosts: list[Any] = []
         self.sessions: list[SessionHandle] = []
         self._open = False
@@ -215,10 +230,14 @@ class SessionPool:
         self._open = True
         try:
             self._start_hosts()
+            failures: list[SessionHostError] = []
             with anyio.fail_after(self.open_timeout_s + CLOSE_TIMEOUT_S):
                 async with anyio.create_task_group() as tg:
                     for handle in self.sessions:
-                        tg.start_soon(self._open_one, handle)
+                        tg.start_soon(self._open_one, handle, failures, tg.cancel_scope)
+            if failures:
+                # The first failure, as itself (not a group): the others are alike.
+                raise failures[0]
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.aclose()
@@ -228,8 +247,17 @@ class SessionPool:
         )
         return self
 
-    async def _open_one(self, handle: SessionHandle) -> None:
-        await handle._open(timeout_s=self.open_timeout_s)
+    async def _open_one(
+        self,
+        handle: SessionHandle,
+        failures: list[SessionHostError],
+        scope: anyio.CancelScope,
+    ) -> None:
+        try:
+            await handle._open(timeout_s=self.open_timeout_s)
+        except SessionHostError as exc:
+            failures.append(exc)
+            scope.cancel()  # one session that cannot open fails the pool
 
     def _start_hosts(self) -> None:
         ids = [self._session_id(i, config) for i, config in enumerate(self._configs)]
@@ -243,7 +271,7 @@ class SessionPool:
                 max_restarts=self.max_restarts,
                 strategy=self.scheduling_strategy,
             )
-            host = _HostActor.options(**options).remote()
+            host = _HostActor.options(**options).remote(self.log_level)
             self.hosts.append(host)
             for index in indexes:
                 config = self._configs[index]
@@ -310,6 +338,7 @@ async def open_session(
     scheduling_strategy: Any = "DEFAULT",
     workspace_dir: str | Path | None = None,
     open_timeout_s: float = DEFAULT_OPEN_TIMEOUT_S,
+    log_level: LogLevel | None = "warning",
 ) -> AsyncIterator[SessionHandle]:
     """One remote session on a host of its own (a ``SessionPool`` of one)."""
     pool = SessionPool(
@@ -321,6 +350,7 @@ async def open_session(
         scheduling_strategy=scheduling_strategy,
         workspace_dir=workspace_dir,
         open_timeout_s=open_timeout_s,
+        log_level=log_level,
     )
     async with pool:
         yield pool[0]

@@ -231,7 +231,8 @@ class SessionHandle:
     def _lose(self, exc: BaseException | str) -> None:
         reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}".split("\n")[0]
         self._lost_reason = reason
-        self._state = "lost" if self._restartable else "dead"
+        if self._state != "closed":
+            self._state = "lost" if self._restartable else "dead"
         log.warning("ray.session_lost", session_id=self.session_id, reason=reason[:300])
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -300,10 +301,12 @@ class SessionHandle:
     async def aclose(self) -> None:
         """Close the session: its batches are aborted, its MCP servers and processes
         stopped, its temporary workspace removed (on the host)."""
-        if self._state == "closed":
+        if self._state == "closed" and self._serve is None:
             return
         with anyio.CancelScope(shield=True):
-            if self._state == "open":
+            # "closed" with a serve call out: an open that was cancelled; it may be open
+            # on the host by now. A lost host has nothing open to close.
+            if self._state in ("open", "closed"):
                 try:
                     with anyio.move_on_after(CLOSE_TIMEOUT_S):
                         await self._actor.close.remote(self._key)
@@ -412,7 +415,7 @@ class SessionHandle:
             keep = list(self._held)
             try:
                 result = await self._actor.complete.remote(
-                    self._key, items, budget=limit, keep=keep
+                    self._key, {"items": items, "budget": limit, "keep": keep}
                 )
             except RayActorError as exc:
                 self._lose(exc)
@@ -492,14 +495,16 @@ class SessionHandle:
         ]
         observe = delivery._started is not None or delivery._progress is not None
         observe = observe or delivery._finished is not None or approve is not None
-        options: dict[str, Any] = {
+        request: Wire = {
+            "token": token,
+            "calls": wire_calls,
             "observe": observe,
             "approval": approve is not None,
             "keep": list(self._held),
         }
         if method == "run":
-            options["budget"] = budget
-        ref = getattr(self._actor, method).remote(self._key, token, wire_calls, **options)
+            request["budget"] = budget
+        ref = getattr(self._actor, method).remote(self._key, request)
         result: Wire | None = None
         lost: BaseException | None = None
         try:
@@ -514,6 +519,9 @@ class SessionHandle:
                     except RayActorError as exc:
                         lost = exc
                         feed.cancel_scope.cancel()
+                    else:
+                        if "lost" in result:
+                            feed.cancel_scope.cancel()  # the batch never started there
                 watchers.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             with (
@@ -529,7 +537,7 @@ class SessionHandle:
             return self._lost_responses(entries, delivery, ran=True)
         if result.get("lost") == NOT_OPEN:
             self._lose("the host was restarted; the session opens again")
-            return None
+            return None  # (its poll, if any, was ended with the feed below)
         if method == "run":
             return result
         for event in result["events"]:
