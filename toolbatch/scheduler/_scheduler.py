@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 import anyio
+import anyio.lowlevel
 import structlog
 from pydantic import ValidationError
 
@@ -103,6 +104,8 @@ DEFAULT_CALL_TIMEOUT_CEILING_S: Final = 600.0
 BACKSTOP_GRACE_S: Final = 10.0
 """Time a producer gets past the ceiling to clean up and answer before it is cut off."""
 DEADLINE_POLL_S: Final = 0.1
+YIELD_EVERY_CALLS: Final = 16
+"""A worker lets the event loop run at least once per this many calls it answers."""
 """How often a batch's deadline watcher looks again (its timing precision)."""
 HOOK_CONTEXT_TOOL: Final = "hook_context"
 """The name a batch's own text (hook context, a stop note) is persisted under when cut."""
@@ -738,9 +741,13 @@ class ToolScheduler:
         reporter: _Reporter,
         approve: ApprovalCallback | None,
     ) -> None:
-        for plan in queue:
+        for answered, plan in enumerate(queue, 1):
             if aborted.is_set():
                 return  # the rest are answered as cancelled once the batch ends
+            if answered % YIELD_EVERY_CALLS == 0:
+                # Calls that never suspend (a trivial async tool) must not starve the rest
+                # of the loop: the abort and deadline watchers, an observer's writer.
+                await anyio.lowlevel.checkpoint()
             with anyio.CancelScope() as scope, call_scope(reporter.telemetry, plan, plan.call):
                 plan.scope = scope
                 plan.response = await self._answer(plan, reporter, approve)
