@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolbatch import ArtifactCapExceeded, ArtifactStore, ArtifactWriteError
+from toolbatch import ArtifactCapExceeded, ArtifactStore, ArtifactWriteError, ConfigError
 from toolbatch.artifacts import safe_name_component
 
 
@@ -312,5 +312,5 @@ async def test_identical_streamed_output_reuses_the_artifact(tmp_path: Path) -> 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_bad_caps_are_rejected_naming_the_option(tmp_path: Path, bad: object) -> None:
     """A non-positive or non-int cap is a clear error naming the option."""
-    with pytest.raises(ValueError, match="max_file_bytes"):
+    with pytest.raises(ConfigError, match="max_file_bytes"):
         ArtifactStore(tmp_path, max_file_bytes=bad)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
         "_process",
         "_sandbox",
         "_text",
+        "_preview",
         "_descriptor_io",
         "_media",
         "_json_limits",
@@ -30,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"producers", "finalize", "hooks", "transports", "providers", "permissions"},
     {"recorder", "scheduler"},
     {"agent", "testing"},
-    {"service", "acp"},
+    {"service", "acp", "ray"},
     {"cli", "_demo", "_demo_mcp_server", "__init__"},
 ]
 SIBLING_RULES = {
@@ -44,6 +45,7 @@ SIBLING_RULES = {
     "recorder": {"scheduler"},
     "service": {"acp"},
     "acp": {"service"},
+    "ray": {"service", "acp"},
 }
 
 

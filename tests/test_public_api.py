@@ -27,6 +27,7 @@ PACKAGES = [
     "toolbatch.acp",
     "toolbatch.testing",
     "toolbatch.telemetry",
+    "toolbatch.ray",
 ]
 
 CONTRACT = {
@@ -65,6 +66,7 @@ CONTRACT = {
         "load_settings",
     ],
     "toolbatch.permissions": ["PermissionRule", "Permissions"],
+    "toolbatch.ray": ["SessionHandle", "SessionPool", "open_session"],
     "toolbatch.agent": [
         "AnthropicModel",
         "ModelError",

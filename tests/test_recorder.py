@@ -17,7 +17,7 @@ from toolbatch import (
     Turn,
     parts_adapter,
 )
-from toolbatch.errors import RecorderError
+from toolbatch.errors import ConfigError, RecorderError
 from toolbatch.recorder import JsonlRecorder, load_session
 
 
@@ -140,3 +140,12 @@ async def test_unwritable_transcript_is_a_recorder_error(tmp_path: Path) -> None
     blocker.write_text("")
     with pytest.raises(RecorderError):
         await JsonlRecorder(blocker / "s.jsonl").record_turn(_turn("x"))
+
+
+async def test_kinds_of_the_wrong_length_are_a_config_error(tmp_path: Path) -> None:
+    """One kind per response: a mismatch names both counts and records nothing."""
+    recorder = JsonlRecorder(tmp_path / "s.jsonl")
+    turn = Turn(responses=[], parts=[])
+    with pytest.raises(ConfigError, match="kinds has 1 entries for 0 responses"):
+        await recorder.record_turn(turn, kinds=["executed"])
+    assert not (tmp_path / "s.jsonl").exists() or (tmp_path / "s.jsonl").read_text() == ""

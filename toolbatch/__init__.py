@@ -34,6 +34,7 @@ from toolbatch.errors import (
     McpConfigError,
     McpError,
     RecorderError,
+    SessionHostError,
     ToolbatchError,
     ToolRegistrationError,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "Registry",
     "ResponseStatus",
     "SchedulerConfig",
+    "SessionHostError",
     "TextPart",
     "ToolCall",
     "ToolCallResponse",

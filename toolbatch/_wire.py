@@ -19,12 +19,15 @@ from pydantic import (
     Discriminator,
     Field,
     JsonValue,
+    SkipValidation,
     Tag,
     TypeAdapter,
     computed_field,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from toolbatch._preview import Preview
 
 __all__ = [
     "BatchObserver",
@@ -275,6 +278,10 @@ class ToolResult(BaseModel):
         persisted_output_files: ``None`` when the producer made no persistence decision,
             ``()`` when it decided and there is no reusable file, else the paths where the
             complete output already lives. Never serialized.
+        preview: when ``content`` is a preview the producer cut (the text of its one
+            function response's ``output``), the :class:`toolbatch._preview.Preview` it
+            made, so the finalizer shortens it from the same excerpt instead of nesting a
+            second header. Internal, never serialized; ignored unless the text still matches.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -283,6 +290,7 @@ class ToolResult(BaseModel):
     display: JsonValue = None
     error: ToolFailure | None = None
     persisted_output_files: tuple[Path, ...] | None = Field(default=None, exclude=True)
+    preview: SkipValidation[Preview | None] = Field(default=None, exclude=True, repr=False)
 
     @classmethod
     def failure(
@@ -400,7 +408,7 @@ class ToolCallResponse(BaseModel):
                 "error_type": failure.type if failure is not None else None,
                 "status": status,
                 "persisted_output_files": result.persisted_output_files,
-                "finalize_state": None,
+                "finalize_state": result.preview,
                 "call_args": call.args,
                 "hook_notes": (),
                 "hook_stop": None,

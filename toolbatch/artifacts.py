@@ -29,7 +29,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from .errors import ArtifactCapExceeded, ArtifactWriteError
+from .errors import ArtifactCapExceeded, ArtifactWriteError, ConfigError
 from .telemetry import traced_commit, traced_persist
 
 __all__ = [
@@ -355,7 +355,7 @@ class ArtifactStore:
             ("max_total_bytes", max_total_bytes),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{option} must be a positive int of bytes, got {value!r}")
+                raise ConfigError(f"{option} must be a positive int of bytes, got {value!r}")
         self.root = Path(root).absolute()
         self.fallback_dir = (
             Path(fallback_dir).absolute() if fallback_dir is not None else _default_fallback_dir()

@@ -17,7 +17,9 @@ ToolbatchError
 ├── ModelError                  a model API failed or answered nonsense (.status)
 │   └── ReplyShapeError         a reply that is no shape of that API's replies (.api;
 │                               also a ValueError)
-└── RecorderError               the transcript could not be written or read (.path, .turn)
+├── RecorderError               the transcript could not be written or read (.path, .turn)
+└── SessionHostError            a remote session (toolbatch.ray) could not be opened or
+                                used (.session_id)
 ```
 
 Errors that concern one tool call never escape ``ToolScheduler.run_batch``: they become
@@ -40,6 +42,7 @@ __all__ = [
     "ModelError",
     "RecorderError",
     "ReplyShapeError",
+    "SessionHostError",
     "ToolRegistrationError",
     "ToolbatchError",
 ]
@@ -190,3 +193,18 @@ class RecorderError(ToolbatchError):
         super().__init__(message)
         self.path = path
         self.turn = turn
+
+
+class SessionHostError(ToolbatchError):
+    """A remote session (``toolbatch.ray``) could not be opened, or its host is gone.
+
+    A batch never raises it: a batch whose host was lost is answered with an error response
+    per call. It is raised when a session cannot be opened, or is used after it was closed.
+
+    Attributes:
+        session_id: the session concerned.
+    """
+
+    def __init__(self, message: str, *, session_id: str):
+        super().__init__(message)
+        self.session_id = session_id

@@ -37,7 +37,7 @@ import structlog
 from pydantic import ValidationError
 
 from toolbatch._wire import InlineDataPart, Part, ToolCall, ToolCallResponse, Turn, parts_adapter
-from toolbatch.errors import RecorderError
+from toolbatch.errors import ConfigError, RecorderError
 
 __all__ = [
     "JsonlRecorder",
@@ -160,7 +160,7 @@ class JsonlRecorder:
     async def record_turn(self, turn: Turn, *, kinds: Sequence[ResponseKind] | None = None) -> None:
         """Append ``turn`` durably. ``kinds`` defaults to ``executed`` for every response."""
         if kinds is not None and len(kinds) != len(turn.responses):
-            raise ValueError(
+            raise ConfigError(
                 f"kinds has {len(kinds)} entries for {len(turn.responses)} responses; give "
                 f"one kind per response"
             )

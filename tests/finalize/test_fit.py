@@ -158,7 +158,7 @@ def test_a_lone_surrogate_is_an_ordinary_code_point() -> None:
     """Lone halves are kept (they are text Python can hold); only real pairs stay together."""
     text = "\udcff" * 1_000
     preview, kept = fit_excerpt(Excerpt.of(text), 200)
-    assert 199 <= len(preview) <= 200
+    assert 197 <= len(preview) <= 200  # "1,000" sized the marker; fewer are omitted
     assert kept.head == "\udcff" * len(kept.head)
     assert len(kept.head) > 0
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolbatch import ArtifactStore, ToolCall, ToolResult
-from toolbatch.producers._generic import apply_output_threshold, preview_text
+from toolbatch._preview import TRUNCATION_HEADER
+from toolbatch.producers._generic import apply_output_threshold
 
 CALL = ToolCall(id="call-7", name="dump")
 
@@ -63,7 +64,7 @@ async def test_failed_persistence_still_previews_and_says_so(tmp_path: Path) -> 
     )
     assert result.persisted_output_files == ()
     assert isinstance(result.content, str)
-    assert "could not be saved" in result.content
+    assert result.content.startswith(TRUNCATION_HEADER + "\nThe full output was not saved: ")
     assert len(result.content) < 2_600
 
 
@@ -81,11 +82,44 @@ async def test_fallback_path_is_the_one_named(tmp_path: Path) -> None:
     assert str(path) in result.content
 
 
-def test_preview_never_splits_a_surrogate_pair() -> None:
+async def test_preview_never_splits_a_surrogate_pair() -> None:
     """Head and tail cuts keep high/low surrogate code points together."""
     text = "\ud83d\ude00" * 5_000
-    preview = preview_text(text, 2_000)
-    head, _, tail = preview.partition("\n[... output truncated ...]\n")
+    result = await apply_output_threshold(
+        ToolResult(content=text), call=CALL, store=None, threshold=1_000
+    )
+    assert isinstance(result.content, str)
+    body = result.content.split("\n\n", 1)[1]
+    head, _, tail = body.partition(" characters omitted ...]\n")
+    head = head.rpartition("\n[... ")[0]
+    assert head
+    assert tail
     assert not head.endswith("\ud83d")
     assert not tail.startswith("\ude00")
-    assert len(preview) <= 2_000
+    assert len(result.content) <= 2_000
+
+
+async def test_the_preview_is_the_finalizers_format(tmp_path: Path) -> None:
+    """A persisted preview reads like the finalizer's: header, the path, head and tail."""
+    store = ArtifactStore(tmp_path)
+    text = "".join(f"line {i}\n" for i in range(10_000))
+    result = await apply_output_threshold(
+        ToolResult(content=text), call=CALL, store=store, threshold=25_000
+    )
+    [path] = result.persisted_output_files or ()
+    assert isinstance(result.content, str)
+    assert result.content.startswith(f"{TRUNCATION_HEADER}\nFull output: {path}\n\nline 0\n")
+    assert " characters omitted ...]\n" in result.content
+
+
+async def test_text_over_the_threshold_that_fits_the_preview_is_shown_whole(
+    tmp_path: Path,
+) -> None:
+    """A threshold under the preview size persists the text and still shows all of it."""
+    store = ArtifactStore(tmp_path)
+    result = await apply_output_threshold(
+        ToolResult(content="k" * 1_500), call=CALL, store=store, threshold=1_000
+    )
+    [path] = result.persisted_output_files or ()
+    assert result.content == "k" * 1_500
+    assert path.read_text() == "k" * 1_500

@@ -474,7 +474,8 @@ async def test_trigger_counts_characters(tmp_path: Path, char: str, count: int, 
     assert path.read_bytes() == source.read_bytes()
     assert str(path) in result.content
     assert 3_800 <= len(result.content) <= 4_600
-    assert f"Output too long ({len(source.read_bytes()):,} bytes)" in result.content
+    assert result.content.startswith(f"Tool output truncated.\nFull output: {path}\n")
+    assert f"The output is {len(source.read_bytes()):,} bytes" in result.content
     assert str(path) in str(result.display)
 
 
@@ -483,17 +484,17 @@ async def test_preview_keeps_the_head_the_end_and_the_exit_code(tmp_path: Path) 
     store = ArtifactStore(tmp_path)
     result = await _run("seq 1 100000; exit 4", store=store)
     assert isinstance(result.content, str)
-    lines = result.content.split("\n")
-    assert lines[-1] == "[exit code: 4]"
-    assert lines[-2] == "100000"
-    numbers = [line for line in lines if line.isdigit()]
-    assert numbers[0] == "1"
-    assert "2\n3\n4\n" in result.content
-    omitted = re.search(r"\.\.\. \[([\d,]+) bytes omitted\] \.\.\.", result.content)
+    assert result.content.endswith("\n99999\n100000\n[exit code: 4]")
+    expected = "".join(f"{n}\n" for n in range(1, 100_001))
+    total = len(expected)
+    body = result.content.split("\n\n", 1)[1].removesuffix("[exit code: 4]")
+    omitted = re.search(r"\n\[\.\.\. ([\d,]+) bytes omitted \.\.\.\]\n", body)
     assert omitted is not None
-    shown = sum(len(n) + 1 for n in numbers)
-    total = len("".join(f"{n}\n" for n in range(1, 100_001)))
-    assert int(omitted.group(1).replace(",", "")) == total - shown
+    head, tail = body[: omitted.start()], body[omitted.end() :]
+    assert head.startswith("1\n2\n3\n4\n")
+    assert expected.startswith(head)
+    assert expected.endswith(tail)
+    assert int(omitted.group(1).replace(",", "")) == total - len(head) - len(tail)
     assert isinstance(result.display, str)
     assert 60_000 <= len(result.display) <= 70_000
     assert result.display.endswith(
@@ -506,24 +507,23 @@ async def test_preview_keeps_the_head_the_end_and_the_exit_code(tmp_path: Path) 
 async def test_a_trickle_of_small_writes_keeps_an_exact_tail(tmp_path: Path) -> None:
     """Thousands of tiny writes (one per line) still give the exact end and a whole file."""
     store = ArtifactStore(tmp_path)
-    producer = ShellProducer(output_trigger_chars=1_000, preview_chars=500)
+    producer = ShellProducer(output_trigger_chars=1_000, preview_chars=1_000)
     command = "for i in $(seq 1 3000); do printf 'line %d\\n' $i; done"
     result = await _run(command, producer=producer, store=store)
     expected = "".join(f"line {i}\n" for i in range(1, 3001))
     (path,) = store.written
     assert path.read_text() == expected
     assert isinstance(result.content, str)
-    tail = result.content.removesuffix("[exit code: 0]").split(" bytes omitted] ...\n")[1]
+    tail = result.content.removesuffix("[exit code: 0]").split(" bytes omitted ...]\n")[1]
     assert expected.endswith(tail)
-    assert tail.startswith("line ")
-    assert len(tail) > 300
+    assert len(tail) > 400
 
 
 async def test_over_the_trigger_without_a_store_gives_the_preview_and_no_path() -> None:
     """No store: a preview without a path, persisted_output_files=() (decided, no file)."""
     result = await _run("seq 1 100000")
     assert result.persisted_output_files == ()
-    assert "it was not saved to a file (no artifact store is configured)" in result.content
+    assert "\nThe full output was not saved: no artifact store is configured.\n" in result.content
     assert _exit_line(result) == "[exit code: 0]"
     assert len(result.content) <= 4_600
 
@@ -586,7 +586,7 @@ async def test_200_mb_output_leaves_one_byte_identical_artifact(tmp_path: Path) 
     assert result.persisted_output_files == (path,)
     assert path.stat().st_size == expected_size
     assert _sha256_of_file(path) == expected_digest
-    assert f"Output too long ({expected_size:,} bytes)" in result.content
+    assert f"The output is {expected_size:,} bytes" in result.content
     assert result.content.endswith("23999999\n24000000\n[exit code: 0]")
     assert "not saved" not in result.content
 
@@ -603,6 +603,6 @@ async def test_output_over_the_store_cap_keeps_exactly_the_cap(tmp_path: Path) -
     assert path.stat().st_size == cap
     assert _sha256_of_file(path) == expected_digest
     assert result.persisted_output_files == (path,)
-    assert f"its first {cap:,} bytes were saved to: {path}" in result.content
+    assert f"Full output: {path}\nOnly its first {cap:,} bytes are in that file" in result.content
     assert f"({total - cap:,} bytes were not saved" in result.content
     assert result.content.endswith("9999999\n10000000\n[exit code: 0]")

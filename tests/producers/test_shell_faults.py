@@ -85,7 +85,7 @@ async def test_an_aborted_call_keeps_its_partial_output_and_artifact(tmp_path: P
     (path,) = response.persisted_output_files
     assert path.read_bytes() == _seq_bytes(100_000)
     text = str(response.parts)
-    assert f"the full output was saved to: {path}" in text
+    assert f"Full output: {path}\\n" in text  # str(parts) escapes the newline
     assert "99999\\n100000\\n[cancelled; its processes were stopped with SIGTERM]" in text
     assert _live_group_members(pgid) == []
 
@@ -184,7 +184,7 @@ async def test_a_primary_disk_filling_mid_stream_falls_back(
     assert result.persisted_output_files == (path,)
     expected = hashlib.sha256(_seq_bytes(last)).hexdigest()
     assert hashlib.sha256(path.read_bytes()).hexdigest() == expected
-    assert f"the full output was saved to: {path}" in result.content
+    assert f"Full output: {path}\n" in result.content
     assert os.listdir(tmpfs / "primary") == []  # the torn temp file is gone
 
 

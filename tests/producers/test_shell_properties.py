@@ -38,7 +38,8 @@ outputs = st.lists(_pieces, max_size=12).map(b"".join)
 _NOTE = re.compile(
     r"\n\[[\d,]+ invalid UTF-8 bytes (?:shown above )?were replaced(?: with U\+FFFD)?\]$"
 )
-_MARKER = re.compile(r"(?:\n)?\.\.\. \[([\d,]+) bytes omitted\] \.\.\.\n")
+_MARKER = re.compile(r"\n\[\.\.\. ([\d,]+) bytes omitted \.\.\.\]\n")
+_DISPLAY_MARKER = re.compile(r"(?:\n)?\.\.\. \[([\d,]+) bytes omitted\] \.\.\.\n")
 
 
 def _decoded(data: bytes) -> str:
@@ -81,24 +82,32 @@ def test_model_text_is_the_output_or_a_faithful_preview(data: bytes, trigger: in
         (path,) = store.written
         assert result.persisted_output_files == (path,)
         assert path.read_bytes() == data
-        header, preview = body.split("The start and end of the output:\n", 1)
-        assert f"Output too long ({len(data):,} bytes)" in header
-        _check_head_and_tail(preview, expected, limit=PREVIEW_CHARS)
+        if len(expected) <= PREVIEW_CHARS:  # over the trigger, within the preview: whole
+            assert body == expected.removesuffix("\n")
+            return
+        assert len(result.content) <= PREVIEW_CHARS
+        header, preview = body.split("\n\n", 1)
+        assert header.startswith(f"Tool output truncated.\nFull output: {path}")
+        _check_head_and_tail(preview, expected, limit=PREVIEW_CHARS, marker=_MARKER)
         footer = f"\nOutput too long ({len(data):,} bytes); the full output was saved to: {path}"
         shown = _NOTE.sub("", result.display.removesuffix("\n[exit code: 0]"))
         assert shown.endswith(footer)
-        _check_head_and_tail(shown.removesuffix(footer), expected, limit=DISPLAY_WINDOW_BYTES)
+        _check_head_and_tail(
+            shown.removesuffix(footer), expected, limit=DISPLAY_WINDOW_BYTES, marker=_DISPLAY_MARKER
+        )
 
 
-def _check_head_and_tail(preview: str, expected: str, *, limit: int) -> None:
+def _check_head_and_tail(
+    preview: str, expected: str, *, limit: int, marker: re.Pattern[str]
+) -> None:
     """``preview`` is a prefix, a marker and a suffix of ``expected`` (or all of it)."""
-    marker = _MARKER.search(preview)
-    if marker is None:  # head and tail met: the whole (short) output is shown
-        assert preview == expected.removesuffix("\n")
+    found = marker.search(preview)
+    if found is None:  # the whole (short) output, or a head alone (no room for a tail)
+        assert preview == expected.removesuffix("\n") or expected.startswith(preview)
         return
-    head, tail = preview[: marker.start()], preview[marker.end() :]
+    head, tail = preview[: found.start()], preview[found.end() :]
     assert expected.startswith(head)
     assert (expected.removesuffix("\n") or expected).endswith(tail)
     assert len(head) + len(tail) <= limit
-    omitted = int(marker.group(1).replace(",", ""))
+    omitted = int(found.group(1).replace(",", ""))
     assert 0 <= omitted <= len(expected.encode())

@@ -585,3 +585,30 @@ async def test_real_media_stays_inline_and_is_saved_once(tmp_path: Path) -> None
         [same] = [p for p in again.parts if isinstance(p, InlineDataPart)]
         assert same.inline_data.persisted_file == saved
         assert scheduler.store.written.count(saved) == 1
+
+
+async def test_a_producer_preview_cut_again_keeps_one_header_its_path_and_its_end(
+    tmp_path: Path,
+) -> None:
+    """Shell and generic previews under a smaller share: one format, one header, same file."""
+    from toolbatch.producers import ShellProducer
+
+    text = "".join(f"row {i}\n" for i in range(20_000))
+    calls = [
+        ToolCall(id="sh", name="run_shell_command", args={"command": "seq 1 100000; exit 3"}),
+        ToolCall(id="py", name="echo", args={"text": text}),
+    ]
+    registry = Registry([echo, ShellProducer()])
+    async with ToolScheduler(registry, _config(tmp_path, batch_budget=1_500)) as scheduler:
+        turn = await scheduler.run_batch(calls)
+    assert turn.content_length <= 1_500
+    shell, python = (str(_body(response)["output"]) for response in turn.responses)
+    for response, output in zip(turn.responses, (shell, python), strict=True):
+        [path] = response.persisted_output_files or ()
+        assert output.startswith(f"{TRUNCATION_HEADER}\nFull output: {path}\n")
+        assert output.count(TRUNCATION_HEADER) == 1
+        assert output.count("omitted ...]") == 1
+    assert shell.endswith("\n99999\n100000\n[exit code: 3]")
+    assert " bytes omitted ...]\n" in shell
+    assert python.endswith("row 19999\n")
+    assert _read(turn.responses[1].persisted_output_files[0]) == text  # type: ignore[index]

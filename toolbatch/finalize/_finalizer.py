@@ -54,6 +54,7 @@ from toolbatch.finalize._slots import (
     fit_slot,
     merge_state,
     rebuild_parts,
+    state_of,
 )
 from toolbatch.telemetry import note_cuts
 
@@ -230,8 +231,8 @@ def _persistence_ids(responses: Sequence[ToolCallResponse]) -> list[str]:
 
 
 def _media_checked(response: ToolCallResponse) -> bool:
-    state = response.finalize_state
-    return isinstance(state, FinalizeState) and state.media_checked
+    state = state_of(response.finalize_state)
+    return state is not None and state.media_checked
 
 
 async def _verdict(part: InlineDataPart, max_bytes: int) -> MediaVerdict:
@@ -338,8 +339,8 @@ async def _check_media(
             new is old for new, old in zip(parts, response.parts, strict=True)
         ):
             continue  # real media, not saved (no store): nothing to change or remember
-        state = response.finalize_state
-        fitted = state.fitted if isinstance(state, FinalizeState) else ()
+        state = state_of(response.finalize_state)
+        fitted = state.fitted if state is not None else ()
         checked[owner] = replace_fields(
             response,
             parts=parts,

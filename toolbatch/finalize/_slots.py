@@ -27,7 +27,7 @@ from toolbatch._wire import (
     replace_fields,
 )
 from toolbatch.finalize._allocation import allocate_budget
-from toolbatch.finalize._fit import Excerpt, fit_excerpt
+from toolbatch.finalize._fit import Excerpt, Preview, fit_excerpt
 
 __all__ = [
     "FinalizeState",
@@ -40,6 +40,7 @@ __all__ = [
     "merge_state",
     "rebuild_parts",
     "response_text_length",
+    "state_of",
 ]
 
 SlotField: TypeAlias = Literal["text", "output", "error"]
@@ -86,6 +87,20 @@ class FinalizeState:
     def lookup(self) -> dict[tuple[int, SlotField], FittedSlot]:
         """The fitted slots by (part index, field)."""
         return {(slot.part, slot.field): slot for slot in self.fitted}
+
+
+def state_of(state: object) -> FinalizeState | None:
+    """A response's ``finalize_state`` as the finalizer reads it.
+
+    A producer's :class:`~toolbatch._preview.Preview` (``ToolResult.preview``, which the
+    response carries until a finalizer pass replaces it) is the fit of the response's
+    ``output``: a smaller cut starts from its excerpt instead of nesting a header.
+    """
+    if isinstance(state, FinalizeState):
+        return state
+    if isinstance(state, Preview):
+        return FinalizeState((FittedSlot(0, "output", state.text, state.excerpt),))
+    return None
 
 
 @dataclass(slots=True)
@@ -163,7 +178,8 @@ def collect_slots(
         success: whether the response succeeded; a failed one is never exempt.
         state: the response's ``finalize_state``.
     """
-    known = state.lookup() if isinstance(state, FinalizeState) and state.fitted else None
+    read = state_of(state)
+    known = read.lookup() if read is not None and read.fitted else None
     slots: list[Slot] = []
     for index, part in enumerate(parts):
         if isinstance(part, FunctionResponsePart):

@@ -11,9 +11,10 @@ Memory
     1 GiB output costs the same memory as a 1 MiB one.
 
 Rendering
-    At or under the trigger: the whole output. Over it: a preview of about
-    ``preview_chars`` (a fifth head, the rest tail, so the end stays visible) with the
-    artifact path, and for the user a head-and-tail window of about ``display_window``
+    At or under the trigger: the whole output. Over it: a preview of at most
+    ``preview_chars`` in the one preview format (``toolbatch._preview``: a header with the
+    artifact path, a fifth head, the rest tail, so the end stays visible), and for the
+    user a head-and-tail window of about ``display_window``
     bytes. Output with a NUL among its first ``BINARY_SNIFF_BYTES`` is binary: its bytes go
     to a ``.bin`` artifact and only its size is shown. Invalid UTF-8 is shown as U+FFFD and
     counted.
@@ -37,6 +38,7 @@ import anyio.abc
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from toolbatch._preview import Excerpt, make_preview, unsaved_note
 from toolbatch.artifacts import ArtifactStore, ArtifactStream
 from toolbatch.errors import ArtifactWriteError
 
@@ -66,9 +68,6 @@ BINARY_SNIFF_BYTES: Final = 8_000
 """A NUL byte among the first this-many bytes marks the output as binary (as git does)."""
 SMALL_CHUNK_BYTES: Final = 4096
 PROGRESS_INTERVAL_S: Final = 1.0
-PREVIEW_HEAD_FRACTION: Final = 0.2
-MARKER_RESERVE_CHARS: Final = 48
-"""Room kept in ``preview_chars`` for the omission marker line."""
 MAX_UTF8_BYTES_PER_CHAR: Final = 4
 
 _ESCAPED_BYTE: Final = re.compile("[\udc80-\udcff]")
@@ -410,6 +409,8 @@ class Rendering:
             complete output went), if any.
         persisted_output_files: ``None`` for whole output (nothing to persist), else the
             artifact or ``()`` when none could be written.
+        excerpt: for a preview, the output's head and tail it was cut from, so the caller
+            can fit it again with its notes and exit line as the trailer.
     """
 
     content: str
@@ -417,6 +418,7 @@ class Rendering:
     notes: tuple[str, ...] = ()
     display_lead: str | None = None
     persisted_output_files: tuple[Path, ...] | None = None
+    excerpt: Excerpt | None = None
 
 
 def render(
@@ -437,33 +439,67 @@ def render(
         body = f"[binary output: {total:,} bytes, not shown; {_where(saved, unsaved)}]"
         return Rendering(content=body, display=body, persisted_output_files=persisted)
     whole = capture.whole()
+    if whole is not None:
+        text, replaced = replace_escapes(whole.decode("utf-8", "surrogateescape"))
+        if len(text) <= preview_chars:
+            # Over the trigger but within the preview: shown whole, and in the file too.
+            note = f"[{replaced:,} invalid UTF-8 bytes were replaced with U+FFFD]"
+            return Rendering(
+                content=text,
+                display=text,
+                notes=(note,) if replaced else (),
+                persisted_output_files=persisted,
+            )
     head = whole if whole is not None else bytes(capture.head)
     tail = whole if whole is not None else capture.tail()
-    body_chars = max(preview_chars - MARKER_RESERVE_CHARS, 2)
-    head_chars = int(body_chars * PREVIEW_HEAD_FRACTION)
-    preview, replaced = _head_and_tail(
-        head, tail, total, head_chars=head_chars, tail_chars=body_chars - head_chars
-    )
-    header = f"Output too long ({total:,} bytes); {_where(saved, unsaved)}\n"
-    if saved.path is not None:
-        header += "Read that file with shell commands (grep, sed -n, tail) for the rest. "
-    header += "The start and end of the output:"
+    head_text, _ = _decode_prefix(head, preview_chars)
+    tail_text, _ = _decode_suffix(tail, preview_chars, cut=len(tail) < total)
+    head_text, head_replaced = replace_escapes(head_text)
+    tail_text, tail_replaced = replace_escapes(tail_text)
+    notes = _preview_notes(saved, unsaved, total)
+    excerpt = Excerpt(head_text, tail_text, total, "bytes", notes=notes)
+    shown = make_preview(excerpt, preview_chars, paths=[str(path) for path in persisted])
+    replaced = head_replaced + tail_replaced
     window_head = display_window // 4
-    shown, _ = _head_and_tail(
+    window, _ = _head_and_tail(
         head[:window_head],
         tail[-(display_window - window_head) :],
         total,
         head_chars=window_head,
         tail_chars=display_window - window_head,
     )
-    notes = [f"[{replaced:,} invalid UTF-8 bytes shown above were replaced]"] if replaced else []
+    replacements = (
+        [f"[{replaced:,} invalid UTF-8 bytes were replaced with U+FFFD]"] if replaced else []
+    )
     return Rendering(
-        content=f"{header}\n{preview}",
-        display=shown,
-        notes=tuple(notes),
+        content=shown.text,
+        display=window,
+        notes=tuple(replacements),
         display_lead=f"Output too long ({total:,} bytes); {_where(saved, unsaved)}",
         persisted_output_files=persisted,
+        excerpt=excerpt,
     )
+
+
+def _preview_notes(saved: Saved, unsaved: int, total: int) -> tuple[str, ...]:
+    """The preview's header lines after the path: what is in no file, how to read it."""
+    if saved.path is None:
+        return (
+            f"The output is {total:,} bytes.",
+            unsaved_note(saved.problem or "no artifact store is configured"),
+        )
+    notes = []
+    if unsaved > 0:
+        which = "per-file" if saved.cap == "file" else "total"
+        notes.append(
+            f"Only its first {saved.kept_bytes:,} bytes are in that file ({unsaved:,} bytes "
+            f"were not saved: the artifact store's {which} cap)."
+        )
+    notes.append(
+        f"The output is {total:,} bytes; read the file with shell commands (grep, sed -n, "
+        f"tail) for what is not shown."
+    )
+    return tuple(notes)
 
 
 def _where(saved: Saved, unsaved: int) -> str:

@@ -3,7 +3,8 @@
 Shell and MCP bound their own output; every other producer's output passes through
 ``apply_output_threshold``. Over the threshold the complete text goes to the artifact store
 (the store falls back to its fallback directory by itself) and the model gets a preview of
-about 2,000 characters, head and tail, naming the path actually written.
+about 2,000 characters in the one preview format (``toolbatch._preview``: head and tail,
+naming the path actually written).
 """
 
 from __future__ import annotations
@@ -13,27 +14,17 @@ from typing import Final
 
 import structlog
 
-from toolbatch._text import safe_prefix, safe_suffix
+from toolbatch._preview import Excerpt, make_preview, unsaved_note
 from toolbatch._wire import FunctionResponsePart, Part, TextPart, ToolCall, ToolResult
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ToolbatchError
 
-__all__ = ["GENERIC_PREVIEW_CHARS", "apply_output_threshold", "preview_text"]
+__all__ = ["GENERIC_PREVIEW_CHARS", "apply_output_threshold"]
 
 log = structlog.get_logger("toolbatch.producers.generic")
 
 GENERIC_PREVIEW_CHARS: Final = 2_000
 """Characters of output shown to the model when a generic tool's output is persisted."""
-_MARKER: Final = "\n[... output truncated ...]\n"
-
-
-def preview_text(text: str, chars: int) -> str:
-    """About ``chars`` characters of ``text``: its head and its tail around a marker."""
-    if len(text) <= chars:
-        return text
-    room = max(0, chars - len(_MARKER))
-    head = room // 2
-    return f"{safe_prefix(text, head)}{_MARKER}{safe_suffix(text, room - head)}"
 
 
 def _model_text(result: ToolResult) -> tuple[str, list[Part]] | None:
@@ -75,24 +66,30 @@ async def apply_output_threshold(
     if len(text) <= threshold:
         return result
     files: tuple[Path, ...] = ()
-    note = "the complete output could not be saved"
+    notes: tuple[str, ...] = (unsaved_note("no artifact store is configured"),)
     if store is not None:
         try:
             path = await store.persist(call.id, call.name, text)
         except (ToolbatchError, OSError) as exc:
             log.warning("generic.persist_failed", call_id=call.id, tool=call.name, error=str(exc))
-            note = f"the complete output could not be saved ({exc})"
+            notes = (unsaved_note(str(exc)),)
         else:
-            files = (path,)
-            note = f"Full output saved to: {path}"
-    header = f"Output too large ({len(text):,} characters); {note}.\n"
-    if files:
-        header += "Read that file for the parts not shown.\n"
-    preview = header + "Preview (head and tail):\n" + preview_text(text, preview_chars)
+            files, notes = (path,), ()
+    if len(text) <= preview_chars:
+        # Over the threshold but within the preview: shown whole, kept in the file as well.
+        return result.model_copy(update={"persisted_output_files": files})
+    source = Excerpt(text, text, len(text), notes=notes)
+    made = make_preview(source, preview_chars, paths=[str(path) for path in files])
+    preview = made.text
     content: str | list[Part] = preview if not media else [TextPart(text=preview), *media]
     display = result.display
     if display is None:
         display = preview
     return result.model_copy(
-        update={"content": content, "display": display, "persisted_output_files": files}
+        update={
+            "content": content,
+            "display": display,
+            "persisted_output_files": files,
+            "preview": made,
+        }
     )

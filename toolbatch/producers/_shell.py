@@ -43,6 +43,7 @@ What the user gets (``ToolResult.display``)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import signal
@@ -58,6 +59,7 @@ import anyio.lowlevel
 import structlog
 from pydantic import JsonValue
 
+from toolbatch._preview import Preview, make_preview
 from toolbatch._process import (
     GroupStop,
     group_alive,
@@ -593,14 +595,27 @@ class ShellProducer:
         ):
             # The refusal the command printed may be the sandbox's: say which one applied.
             notes.append(f"[{policy.describe()}]")
-        content = _compose(shown.content, notes, exit_line)
+        preview = None
+        if shown.excerpt is not None:
+            # Notes and the exit line stay last in the preview, however it is cut later.
+            trailer = "".join(f"{note}\n" for note in notes) + exit_line
+            paths = [str(path) for path in shown.persisted_output_files or ()]
+            excerpt = dataclasses.replace(shown.excerpt, trailer=trailer)
+            preview = make_preview(excerpt, self._preview_chars, paths=paths)
+            content = preview.text
+        else:
+            content = _compose(shown.content, notes, exit_line)
         if shown.display_lead is None and shown.display == shown.content:
             display = content
         else:
             lead = [shown.display_lead] if shown.display_lead is not None else []
             display = _compose(shown.display, [*lead, *notes], exit_line)
         return self._finish(
-            content, display, ending, persisted_output_files=shown.persisted_output_files
+            content,
+            display,
+            ending,
+            persisted_output_files=shown.persisted_output_files,
+            preview=preview,
         )
 
     def _finish(
@@ -610,6 +625,7 @@ class ShellProducer:
         ending: _Ending,
         *,
         persisted_output_files: tuple[Path, ...] | None,
+        preview: Preview | None = None,
     ) -> ToolResult:
         error = None
         if ending.reason == "timeout":
@@ -631,6 +647,7 @@ class ShellProducer:
             display=display,
             error=error,
             persisted_output_files=persisted_output_files,
+            preview=preview,
         )
 
     def _exit_line(self, ending: _Ending) -> str:

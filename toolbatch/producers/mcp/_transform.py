@@ -13,7 +13,8 @@
 
 A text part longer than the trigger (500,000 characters, as Qwen Code's MCP tool) is
 written once to the artifact store and replaced in the model response by a preview of
-about 2,000 characters that names the file. ``persisted_output_files`` lists every file
+about 2,000 characters that names the file, in the one preview format (``toolbatch._preview``:
+head and tail). ``persisted_output_files`` lists every file
 written for the call when every shortened part was saved, is ``()`` when any part was
 shortened without a file (listed files must hold all the text the model does not see), and
 ``None`` when nothing was shortened. The display keeps the full transformed result.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,7 +34,7 @@ import structlog
 from pydantic import JsonValue
 
 from toolbatch._media import base64_decoded_size, sniff_media, suffix_for_mime
-from toolbatch._text import safe_prefix
+from toolbatch._preview import Excerpt, Preview, make_preview, unsaved_note
 from toolbatch._wire import InlineData, InlineDataPart, Part, TextPart, ToolCall, ToolResult
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ArtifactError
@@ -50,7 +51,7 @@ _log = structlog.get_logger("toolbatch.mcp")
 DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS: Final = 500_000
 """A text part longer than this is persisted and previewed."""
 DEFAULT_PREVIEW_CHARS: Final = 2_000
-"""The head of a persisted text part kept in the model response."""
+"""The size of a persisted text part's preview in the model response (head and tail)."""
 RESOURCE_TEXT_PREVIEW_CHARS: Final = 200
 INLINE_DECODE_CHARS: Final = 1 * 2**20
 """Base64 blobs up to this long are decoded on the event loop; longer ones in a thread."""
@@ -62,6 +63,7 @@ class _Bounded:
     shortened: bool
     files: list[Path]
     unsaved: int = 0
+    previews: list[Preview] = field(default_factory=list)
 
 
 def _media_part(block: types.ImageContent | types.AudioContent) -> InlineDataPart:
@@ -107,28 +109,6 @@ async def _decode_base64(blob: str) -> bytes:
     return await anyio.to_thread.run_sync(base64.b64decode, blob)
 
 
-def _preview(text: str, preview_chars: int) -> str:
-    head = safe_prefix(text, preview_chars)
-    cut = head.rfind("\n")
-    if cut >= preview_chars // 2:
-        head = head[:cut]
-    return head
-
-
-def _shortened_text(
-    text: str, *, path: Path | None, why_no_file: str | None, preview_chars: int
-) -> str:
-    size = f"{len(text):,} characters"
-    if path is not None:
-        header = (
-            f"[Output too large ({size}). The full output was saved to: {path}\n"
-            f"Read that file for the rest. Preview (first {preview_chars:,} characters):]"
-        )
-    else:
-        header = f"[Output too large ({size}); {why_no_file}. Preview:]"
-    return f"{header}\n{_preview(text, preview_chars)}\n..."
-
-
 async def _bound_texts(
     texts: list[str],
     *,
@@ -145,22 +125,27 @@ async def _bound_texts(
             continue
         bounded.shortened = True
         path: Path | None = None
-        why_no_file: str | None = None
+        notes: tuple[str, ...] = ()
         if store is None:
-            why_no_file = "no artifact store is configured, so the full output was not kept"
+            notes = (unsaved_note("no artifact store is configured"),)
         else:
             try:
                 path = await store.persist(call.id, call.name, text)
             except ArtifactError as exc:
                 log.warning("mcp.persist_failed", chars=len(text), error=str(exc))
-                why_no_file = f"the full output could not be saved ({exc})"
+                notes = (unsaved_note(str(exc)),)
         if path is None:
             bounded.unsaved += 1
         elif path not in bounded.files:
             bounded.files.append(path)
-        bounded.texts.append(
-            _shortened_text(text, path=path, why_no_file=why_no_file, preview_chars=preview_chars)
-        )
+        if len(text) <= preview_chars:
+            bounded.texts.append(text)  # over the trigger, within the preview: shown whole
+            continue
+        source = Excerpt(text, text, len(text), notes=notes)
+        paths = [str(path)] if path is not None else []
+        preview = make_preview(source, preview_chars, paths=paths)
+        bounded.previews.append(preview)
+        bounded.texts.append(preview.text)
     return bounded
 
 
@@ -236,9 +221,12 @@ async def transform_result(
         )
     content: list[Part] = [TextPart.model_construct(text=text) for text in bounded.texts]
     content.extend(media)
+    # The finalizer can shorten the preview from what it kept when it is the whole output.
+    preview = bounded.previews[0] if len(bounded.texts) == 1 and bounded.previews else None
     return ToolResult.model_construct(
         content=content,
         display=display,
         error=None,
         persisted_output_files=persisted,
+        preview=preview,
     )

@@ -1,0 +1,192 @@
+"""The one preview format: a header, where the full output is, a head and a tail.
+
+Every layer that shortens output for the model (the shell producer, MCP results, generic
+persistence of a Python tool's text, the finalizer) writes the same shape::
+
+    Tool output truncated.
+    Full output: /artifacts/.../call_1-run_shell_command.txt
+    <notes: why it was not saved, how to read it>
+
+    <head: about a fifth>
+    [... 1,234,567 characters omitted ...]
+    <tail: the rest, so the end stays visible>
+    <trailer: what must stay last, e.g. a command's exit line>
+
+A preview comes with the :class:`Excerpt` it kept, so a later, smaller cut (the finalizer
+sharing the batch budget) shortens it from the same head and tail instead of nesting a
+second header around the first. Pure string work: no I/O, no async. A preview is never
+longer than its limit, never splits a code point and never separates a surrogate pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias
+
+from toolbatch._text import safe_prefix, safe_suffix
+
+__all__ = [
+    "ARTIFACT_LINE_PREFIX",
+    "HEAD_DIVISOR",
+    "PREVIEW_SEPARATOR",
+    "TRUNCATION_HEADER",
+    "Excerpt",
+    "Preview",
+    "Unit",
+    "fit_excerpt",
+    "fit_text",
+    "make_preview",
+    "omission_marker",
+    "unsaved_note",
+]
+
+TRUNCATION_HEADER: Final = "Tool output truncated."
+ARTIFACT_LINE_PREFIX: Final = "\nFull output: "
+"""Each artifact path is one header line: this prefix, then the path, listed whole."""
+PREVIEW_SEPARATOR: Final = "\n\n"
+HEAD_DIVISOR: Final = 5
+"""The head keeps ``content // HEAD_DIVISOR`` characters (about 20%), the tail the rest."""
+
+Unit: TypeAlias = Literal["characters", "bytes"]
+"""What an excerpt's ``length`` and the omission marker count. A command's output is
+counted in bytes (it may never pass through Python whole); text in code points."""
+
+
+def omission_marker(omitted: int, unit: Unit = "characters") -> str:
+    """The line between head and tail, naming how much was left out."""
+    return f"\n[... {omitted:,} {unit} omitted ...]\n"
+
+
+def unsaved_note(reason: str) -> str:
+    """The header line of a preview whose full output is in no file, saying why."""
+    return f"The full output was not saved: {reason}."
+
+
+def _measure(text: str, unit: Unit) -> int:
+    if unit == "characters":
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """What is known of a source text: a prefix, a suffix and the whole length.
+
+    A complete text is ``Excerpt(text, text, len(text))``. A fit returns the excerpt it
+    kept, so a later, smaller fit can be cut from it without nesting a second header and
+    with the same result a fit of the complete text would give.
+
+    Attributes:
+        head: a prefix of the source.
+        tail: a suffix of the source.
+        length: the source's length in ``unit``.
+        unit: what ``length`` counts.
+        notes: header lines after the artifact paths (why the output was not saved, how
+            to read the file), part of every preview of this source.
+        trailer: text every preview ends with when it fits, on a line of its own (a
+            command's exit line).
+    """
+
+    head: str
+    tail: str
+    length: int
+    unit: Unit = "characters"
+    notes: tuple[str, ...] = ()
+    trailer: str = ""
+
+    @classmethod
+    def of(cls, text: str) -> Excerpt:
+        """The excerpt of a complete text (no copy: both ends are the text itself)."""
+        return cls(text, text, len(text))
+
+    def keeping(self, head: str, tail: str) -> Excerpt:
+        """The same source, with less of it kept."""
+        return Excerpt(head, tail, self.length, self.unit, self.notes, self.trailer)
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """A producer's preview and the excerpt it kept (see the module docstring).
+
+    A producer returns it as ``ToolResult.preview`` when its text ``content`` is exactly
+    ``text``; the finalizer then cuts a smaller preview from ``excerpt``.
+    """
+
+    text: str
+    excerpt: Excerpt
+
+
+def _header(source: Excerpt, limit: int, paths: Sequence[str]) -> str:
+    header = TRUNCATION_HEADER
+    for line in [ARTIFACT_LINE_PREFIX + path for path in paths] + [
+        "\n" + note for note in source.notes
+    ]:
+        if len(header) + len(line) <= limit:
+            header += line
+    return header
+
+
+def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tuple[str, Excerpt]:
+    """A preview of ``source`` of at most ``limit`` code points, and the excerpt it keeps.
+
+    The preview is ``Tool output truncated.``, one ``Full output: <path>`` line per path
+    that fits whole (in order), the source's note lines that fit, a blank line, a head of
+    about 20% of the remaining room, an omission marker line, a tail of about 80% and the
+    source's trailer (kept before any of the output: it says how the output ended). Small
+    limits degrade to a head-only preview, then drop the trailer, then the bare header, then
+    a cut header, then ``""``. A preview is the limit long, or a
+    few code points shorter (a cut moved off a surrogate pair, or an omitted count with
+    fewer digits than the source length it was sized for). Ends taken from an excerpt never
+    reach past what it holds, so a preview cut from one may be shorter still.
+
+    ``source`` must not fit ``limit`` (use :func:`fit_text` for text that might).
+    """
+    if limit <= 0:
+        return "", source.keeping("", "")
+    if len(TRUNCATION_HEADER) >= limit:
+        return TRUNCATION_HEADER[:limit], source.keeping("", "")
+    header = _header(source, limit, paths)
+    room = limit - len(header) - len(PREVIEW_SEPARATOR)
+    if room <= 0:
+        return header, source.keeping("", "")
+    trailer = source.trailer
+    if trailer and not trailer.startswith("\n"):
+        trailer = "\n" + trailer  # the trailer starts its own line, whatever ends before it
+    if len(trailer) > room:
+        trailer = ""
+    room -= len(trailer)
+    marker_room = len(omission_marker(source.length, source.unit))
+    head_size, tail = 0, ""
+    if room > marker_room:
+        content = room - marker_room
+        head_size = content // HEAD_DIVISOR
+        tail = safe_suffix(source.tail, content - head_size)
+    if not tail:
+        # No room for a marker and a tail (or an excerpt without one): the head alone.
+        head = safe_prefix(source.head, room)
+        kept = source.keeping(head, "")
+        if trailer and (not head or head.endswith("\n")):
+            trailer = trailer[1:]
+        body = PREVIEW_SEPARATOR + head + trailer if head or trailer else ""
+        return header + body, kept
+    head = safe_prefix(source.head, head_size)
+    omitted = source.length - _measure(head, source.unit) - _measure(tail, source.unit)
+    marker = omission_marker(max(omitted, 0), source.unit)
+    if trailer and tail.endswith("\n"):
+        trailer = trailer[1:]
+    preview = header + PREVIEW_SEPARATOR + head + marker + tail + trailer
+    return preview, source.keeping(head, tail)
+
+
+def fit_text(text: str, limit: int, *, paths: Sequence[str] = ()) -> str:
+    """``text`` itself when it fits ``limit``, else its preview (see :func:`fit_excerpt`)."""
+    if len(text) <= limit:
+        return text
+    return fit_excerpt(Excerpt.of(text), limit, paths=paths)[0]
+
+
+def make_preview(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> Preview:
+    """A producer's preview of ``source`` in at most ``limit`` code points."""
+    text, kept = fit_excerpt(source, limit, paths=paths)
+    return Preview(text, kept)
