@@ -93,8 +93,7 @@ async def _producer_big(n_chars: int) -> float:
         store = ArtifactStore(tmp)
         async with _servers() as servers:
             producer = servers.producer("mcp__bench__big_text")
-            # One text part (``big_text`` would also send it as structured content: twice).
-            call = ToolCall(id="big", name="mcp__bench__texts", args={"sizes": [n_chars]})
+            call = ToolCall(id="big", name="mcp__bench__big_text", args={"n_chars": n_chars})
             started = time.perf_counter()
             result = await producer.run(call, ProducerContext(store=store))
             elapsed = time.perf_counter() - started
@@ -116,9 +115,11 @@ async def _sdk_big(n_chars: int, errlog: TextIO) -> tuple[float, bool]:
         elapsed = time.perf_counter() - started
     if scope.cancelled_caught:
         return elapsed, False
-    [text] = result.content
-    assert isinstance(text, TextContent)
-    assert len(text.text) == n_chars
+    texts = [part for part in result.content if isinstance(part, TextContent)]
+    if result.is_error or len(texts) != 1 or len(texts[0].text) != n_chars:
+        # Under heavy load the SDK's session has returned an error result here: the
+        # baseline did not finish, so its time is a lower bound, as when it is stopped.
+        return elapsed, False
     return elapsed, True
 
 
