@@ -3,13 +3,14 @@ tool (``serve``), or the same batch through ``run_batch`` alone (``direct``).
 
 Run as ``python -m bench._serve_child serve|direct``: it reads one ``batch/run`` line (serve)
 or one batch document (direct) from stdin, answers on stdout, and writes its peak RSS in
-KiB (``ru_maxrss``) as the last line of stderr when it ends.
+KiB (``VmHWM``) as the last line of stderr when it ends. Not ``ru_maxrss``: Linux carries
+that across exec from the forked parent, so a child of a large benchmark process would
+report the parent's size.
 """
 
 from __future__ import annotations
 
 import json
-import resource
 import sys
 from collections.abc import Sequence
 
@@ -49,6 +50,15 @@ class _Backend:
         return await self._scheduler.run_batch(calls, abort=abort, observer=observer, budget=budget)
 
 
+def peak_rss_kib() -> int:
+    """This process's peak resident set since its exec (``VmHWM``), in KiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 async def main(mode: str) -> None:
     config = SchedulerConfig(batch_budget=None, concurrency=10)
     async with ToolScheduler(Registry([noop]), config) as scheduler:
@@ -63,4 +73,4 @@ async def main(mode: str) -> None:
 if __name__ == "__main__":
     toolbatch.configure_logging("error")
     anyio.run(main, sys.argv[1])
-    sys.stderr.write(f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\n")
+    sys.stderr.write(f"{peak_rss_kib()}\n")

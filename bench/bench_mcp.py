@@ -11,7 +11,7 @@
   ``ClientSession.call_tool`` on another live session of the same server, one of each in
   turn (target: at most 1.1x).
 * Issue 18's memory row: one 200 MB text result (``texts``) through ``run_batch`` in a
-  child process with the default store, whose peak RSS (``ru_maxrss``) must stay within
+  child process with the default store, whose peak RSS (``VmHWM``) must stay within
   2.5x the result.
 """
 
@@ -52,7 +52,7 @@ QUICK_BIG_RSS_CHARS = 50_000_000
 TARGET_RSS_FACTOR = 2.5
 """Issue 18: the peak RSS of one 200 MB MCP text result, as a multiple of the result."""
 _RSS_CHILD = """
-import resource, sys, tempfile
+import sys, tempfile
 import anyio
 import toolbatch
 from toolbatch import Registry, SchedulerConfig, ToolCall, ToolScheduler
@@ -73,7 +73,8 @@ async def main(server, n_chars):
 
 toolbatch.configure_logging("error")
 anyio.run(main, sys.argv[1], int(sys.argv[2]))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+from bench._serve_child import peak_rss_kib
+print(peak_rss_kib())  # VmHWM: ru_maxrss would carry the forked parent's size
 """
 START_TIMEOUT_S = 120.0
 
@@ -93,8 +94,7 @@ async def _producer_big(n_chars: int) -> float:
         store = ArtifactStore(tmp)
         async with _servers() as servers:
             producer = servers.producer("mcp__bench__big_text")
-            # One text part (``big_text`` would also send it as structured content: twice).
-            call = ToolCall(id="big", name="mcp__bench__texts", args={"sizes": [n_chars]})
+            call = ToolCall(id="big", name="mcp__bench__big_text", args={"n_chars": n_chars})
             started = time.perf_counter()
             result = await producer.run(call, ProducerContext(store=store))
             elapsed = time.perf_counter() - started
@@ -116,9 +116,11 @@ async def _sdk_big(n_chars: int, errlog: TextIO) -> tuple[float, bool]:
         elapsed = time.perf_counter() - started
     if scope.cancelled_caught:
         return elapsed, False
-    [text] = result.content
-    assert isinstance(text, TextContent)
-    assert len(text.text) == n_chars
+    texts = [part for part in result.content if isinstance(part, TextContent)]
+    if result.is_error or len(texts) != 1 or len(texts[0].text) != n_chars:
+        # Under heavy load the SDK's session has returned an error result here: the
+        # baseline did not finish, so its time is a lower bound, as when it is stopped.
+        return elapsed, False
     return elapsed, True
 
 

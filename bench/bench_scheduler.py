@@ -2,7 +2,10 @@
 
 * ``run_batch`` of 1,000 no-op async calls against a bare ``asyncio.TaskGroup`` running the
   same coroutines, alternately in the same process; the overhead per call is the
-  difference of the medians divided by the calls (target: at most 8 µs per call).
+  difference of the medians divided by the calls (target: at most 8 µs per call). Both
+  are timed in CPU time of the process (``time.process_time``): everything runs on the
+  event loop's thread, and on this shared 2-core machine other processes stretch wall
+  time by 2-3x from one minute to the next while CPU time stays put.
 * 10,000 calls of a sync Python tool (``@tool def``) through ``run_batch``: wall time per
   call (target: at most 100 µs), next to the same function run 10,000 times through a
   plain ``ThreadPoolExecutor.map`` (what a thread hop per call costs without a runtime).
@@ -44,11 +47,11 @@ async def _bare(n: int) -> float:
     async def one() -> str:
         return "ok"
 
-    started = time.perf_counter()
+    started = time.process_time()
     async with asyncio.TaskGroup() as tg:
         for _ in range(n):
             tg.create_task(one())
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 async def _scheduler(n: int, repeats: int) -> tuple[list[float], list[float]]:
@@ -60,9 +63,9 @@ async def _scheduler(n: int, repeats: int) -> tuple[list[float], list[float]]:
         async with ToolScheduler(Registry([noop]), config) as scheduler:
             await scheduler.run_batch(calls[:10])  # warm up
             for _ in range(repeats):
-                started = time.perf_counter()
+                started = time.process_time()
                 turn = await scheduler.run_batch(calls)
-                ours.append(time.perf_counter() - started)
+                ours.append(time.process_time() - started)
                 assert len(turn.responses) == n
                 bare.append(await _bare(n))
     return ours, bare
@@ -108,7 +111,7 @@ def run(quick: bool) -> list[Row]:
             name=f"run_batch, {n:,} no-op calls (concurrency 10), overhead per call",
             value=overhead_us,
             unit="µs/call",
-            baseline=f"bare asyncio.TaskGroup: {bare_s / n * 1e6:.1f} µs/call",
+            baseline=f"bare asyncio.TaskGroup: {bare_s / n * 1e6:.1f} µs/call (CPU time)",
             baseline_value=None,
             ratio=ours_s / bare_s,
             target=f"<= {TARGET_US_PER_CALL:g} µs/call overhead (ratio = ours / bare time)",

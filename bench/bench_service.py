@@ -3,7 +3,7 @@
 Issue 18's row: one ``batch/run`` of 100,000 calls of a trivial tool (``noop``, which answers
 "ok") through the service's own loop (``toolbatch.service.serve`` over pipes, in a child
 process), against the same batch through ``ToolScheduler.run_batch`` alone in another
-child. Both report their peak RSS (``ru_maxrss``). The gap is what the service adds (the
+child. Both report their peak RSS (``VmHWM``). The gap is what the service adds (the
 request's parsing, the progress notifications, the answer); the baseline is what the
 scheduler itself holds for 100,000 calls and their responses (the ``perf`` rows' part).
 The service streams its answer in slices and drops what it wrote, so the gap is small.

@@ -28,13 +28,13 @@ The sandbox row times short commands (``true``) through the producer with the de
 ``sandbox="off"``, alternately in the same process, best of ``ROUNDS`` batches: the
 difference is what the sandbox costs per command (target: under 5 ms).
 
-Why the first ratio is hard on 2 vCPUs: ``cat > /dev/null`` spends about 0.55-0.85 CPU-s
-per GiB and writes nothing. The producer must also persist: the artifact stream's sha256
-(about 0.75 CPU-s/GiB with SHA-NI) and its write into tmpfs (about 0.9 CPU-s/GiB), which it
-runs side by side in two worker threads, 16 MiB at a time, while the event loop keeps
-reading the pipe (about 0.7 CPU-s), plus the generator (about 0.45): about 3 CPU-s per GiB
-in all, so about 1.5 s on both cores at best, a ratio near 0.5; runs here measure
-0.40-0.57, as much from the baseline's own swings as from ours.
+Why the all-persisted (tmpfs) ratio is low on 2 vCPUs: ``cat > /dev/null`` spends about
+0.55-0.85 CPU-s per GiB and writes nothing. The producer must also persist: the artifact
+stream's sha256 (about 0.75 CPU-s/GiB with SHA-NI) and its write into tmpfs (about 0.9
+CPU-s/GiB), which it runs side by side in two worker threads, 16 MiB at a time, while the
+event loop keeps reading the pipe (about 0.7 CPU-s), plus the generator (about 0.45):
+about 3 CPU-s per GiB in all, so about 1.5 s on both cores at best, a ratio near 0.5;
+runs here measure 0.17-0.57, as much from the baseline's own swings as from ours.
 """
 
 from __future__ import annotations

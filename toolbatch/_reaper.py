@@ -27,6 +27,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import select
+import signal
 import subprocess
 import sys
 import threading
@@ -43,6 +45,9 @@ REAPER_EXIT_WAIT_S: Final = 2.0
 """How long a host exiting normally waits for its reaper to finish."""
 REAPER_SOURCE: Final = """
 import os, signal
+if os.fork():
+    os._exit(0)
+os.write(1, b"%d\\n" % os.getpid())
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
 groups = {}
@@ -65,13 +70,38 @@ for pgid in groups:
     except OSError:
         pass
 """
-"""The reaper's program (``python -I -S -c``): a few milliseconds to start, once per host."""
+"""The reaper's program (``python -I -S -c``): a few milliseconds to start, once per host.
+
+It forks once and the first process exits, so the reaper is not the host's child: a
+supervisor that kills a dead host's children (Ray's raylet kills a dead worker's) cannot
+kill it before it has read EOF. It writes its pid on its stdout, a pipe the host reads; the
+pipe reaches EOF when the reaper exits, which is how the host knows it is alive.
+"""
+REAPER_START_S: Final = 10.0
+"""How long the host waits for a starting reaper to report its pid."""
 
 
 @dataclass(slots=True, eq=False)
 class _Reaper:
-    process: subprocess.Popen[bytes]
+    pid: int
     write_fd: int
+    alive_fd: int
+    """The read end of the reaper's stdout: EOF once the reaper has exited."""
+
+    def exited(self, timeout_s: float = 0.0) -> bool:
+        """Whether the reaper has exited (waiting up to ``timeout_s`` for it)."""
+        readable, _, _ = select.select([self.alive_fd], [], [], timeout_s)
+        if not readable:
+            return False
+        try:
+            return os.read(self.alive_fd, 4096) == b""
+        except BlockingIOError:
+            return False
+
+    def close(self) -> None:
+        for fd in (self.write_fd, self.alive_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 _lock = threading.Lock()
@@ -84,37 +114,55 @@ def _start() -> _Reaper | None:
     if _unavailable:
         return None
     read_fd, write_fd = os.pipe()  # both ends close-on-exec
+    alive_fd, alive_write_fd = os.pipe()
     try:
-        process = subprocess.Popen(
+        launcher = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", REAPER_SOURCE],
             stdin=read_fd,
-            stdout=subprocess.DEVNULL,
+            stdout=alive_write_fd,
             stderr=subprocess.DEVNULL,
             cwd="/",
             env={},
             start_new_session=True,
         )
-    except (OSError, ValueError) as exc:
-        os.close(write_fd)
+        launcher.wait(timeout=REAPER_START_S)  # it forks the reaper and exits at once
+        pid = _read_pid(alive_fd)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        for fd in (write_fd, alive_fd):
+            os.close(fd)
         _unavailable = True
         log.warning(
             "process.reaper_unavailable",
-            error=str(exc),
+            error=str(exc) or type(exc).__name__,
             consequence="shell commands may outlive a host that is killed",
         )
         return None
     finally:
         os.close(read_fd)
+        os.close(alive_write_fd)
     os.set_blocking(write_fd, False)
-    return _Reaper(process, write_fd)
+    os.set_blocking(alive_fd, False)
+    return _Reaper(pid, write_fd, alive_fd)
+
+
+def _read_pid(fd: int) -> int:
+    """The pid line the reaper writes first."""
+    data = b""
+    while not data.endswith(b"\n"):
+        readable, _, _ = select.select([fd], [], [], REAPER_START_S)
+        chunk = os.read(fd, 64) if readable else b""
+        if not chunk:
+            raise OSError("the reaper did not start")
+        data += chunk
+    return int(data)
 
 
 def ensure_reaper() -> None:
     """Start the reaper if it is not running (call it from an unconfined thread)."""
     global _reaper
     with _lock:
-        if _reaper is not None and _reaper.process.poll() is not None:
-            os.close(_reaper.write_fd)  # it died: its groups are unprotected, start anew
+        if _reaper is not None and _reaper.exited():
+            _reaper.close()  # it died: its groups are unprotected, start anew
             _reaper = None
         if _reaper is None:
             _reaper = _start()
@@ -128,8 +176,7 @@ def _send(line: bytes) -> None:
         try:
             os.write(_reaper.write_fd, line)
         except BrokenPipeError:
-            os.close(_reaper.write_fd)
-            _reaper.process.poll()
+            _reaper.close()
             _reaper = None
             log.warning("process.reaper_died", line=line.decode().strip())
         except BlockingIOError:
@@ -158,11 +205,11 @@ def _stop_at_exit() -> None:
         return
     with contextlib.suppress(OSError):
         os.close(reaper.write_fd)
-    try:
-        reaper.process.wait(timeout=REAPER_EXIT_WAIT_S)
-    except subprocess.TimeoutExpired:
-        reaper.process.kill()
-        reaper.process.wait()
+    if not reaper.exited(REAPER_EXIT_WAIT_S):
+        with contextlib.suppress(OSError):
+            os.kill(reaper.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.close(reaper.alive_fd)
 
 
 def _forget_in_child() -> None:
@@ -170,8 +217,7 @@ def _forget_in_child() -> None:
     global _lock, _reaper
     _lock = threading.Lock()
     if _reaper is not None:
-        with contextlib.suppress(OSError):
-            os.close(_reaper.write_fd)
+        _reaper.close()
         _reaper = None
 
 

@@ -492,6 +492,18 @@ def function_response_part(
     return _trusted(FunctionResponsePart, {"function_response": body})
 
 
+def trusted_call(
+    call_id: str, name: str, args: dict[str, JsonValue], ordinal: int | None
+) -> ToolCall:
+    """A ``ToolCall`` from values already checked (a parsed JSON request), unvalidated.
+
+    For a service reading 100,000 calls at once: it skips validation and shares the set of
+    fields every such call has (a validated model carries its own).
+    """
+    values = {"id": call_id, "name": name, "args": args, "ordinal": ordinal}
+    return _trusted(ToolCall, {**values, "prompt_id": None, "invalid": None})
+
+
 def _function_response(call: ToolCall, response: dict[str, JsonValue]) -> FunctionResponsePart:
     return function_response_part(call.id, call.name, response)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -23,6 +24,20 @@ from toolbatch.producers import ProducerContext, ShellProducer
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
 FAST: dict[str, Any] = {"kill_grace_s": 0.3, "drain_s": 0.3}
+
+
+def _children(pid: int) -> list[int]:
+    """Pids of the direct children of ``pid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2 :].split()[1]) == pid:
+                found.append(int(name))
+    return found
 
 
 def _live_group_members(pgid: int) -> list[int]:
@@ -221,13 +236,24 @@ anyio.run(main)
 reaper (one FIFO) and ``<pgid> <sleep pid>`` from the command (another), then waits."""
 
 
-@pytest.mark.parametrize("sandbox", ["workspace-write", "off"])
-def test_kill_9_of_the_host_leaves_no_command_running(tmp_path: Path, sandbox: str) -> None:
+@pytest.mark.parametrize(
+    ("sandbox", "children_too"),
+    [
+        pytest.param("workspace-write", False, id="workspace-write"),
+        pytest.param("off", False, id="off"),
+        pytest.param("off", True, id="supervisor-kills-the-hosts-children-too"),
+    ],
+)
+def test_kill_9_of_the_host_leaves_no_command_running(
+    tmp_path: Path, sandbox: str, children_too: bool
+) -> None:
     """A host killed with SIGKILL mid-command: bash and its ``sleep 1000`` die with it.
 
     The kill comes once the group is registered (reported by the host): a host killed in
     the microseconds between ``Popen`` returning and the registration is the documented
-    window this does not cover.
+    window this does not cover. ``children_too`` kills the host's direct children with it,
+    as a supervisor does (Ray's raylet kills a dead worker's children): the reaper is not
+    among them, so the command's background ``sleep`` still dies.
     """
     fifo, registered = tmp_path / "fifo", tmp_path / "registered"
     os.mkfifo(fifo)
@@ -245,7 +271,11 @@ def test_kill_9_of_the_host_leaves_no_command_running(tmp_path: Path, sandbox: s
             pgid, sleeper = map(int, started.result().split())
             assert int(registration.result()) == pgid
         assert sleeper in _live_group_members(pgid)
+        children = _children(host.pid) if children_too else []
         host.send_signal(signal.SIGKILL)
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
         host.wait()
         # The reaper acts on its own schedule once the host's pipe closes: poll /proc.
         deadline = time.monotonic() + 10

@@ -150,11 +150,14 @@ class _Writer:
         deadline: float,
     ) -> None:
         self.store = store
-        self._ids = _persistence_ids(responses)
-        self._limiter = anyio.CapacityLimiter(concurrency)
+        self._responses = responses
+        self._ids: list[str] | None = None  # made when first needed: most passes write nothing
+        self._concurrency = concurrency
         self._deadline = deadline
 
     def id_of(self, owner: int) -> str:
+        if self._ids is None:
+            self._ids = _persistence_ids(self._responses)
         return self._ids[owner]
 
     async def write_all(
@@ -165,10 +168,11 @@ class _Writer:
         if self.store is None or not jobs:
             return written
         store = self.store
+        limiter = anyio.CapacityLimiter(self._concurrency)
 
         async def one(key: object, job: tuple[str, str, str | bytes, str]) -> None:
             call_id, tool, content, suffix = job
-            async with self._limiter:
+            async with limiter:
                 try:
                     if isinstance(content, bytes):
                         path = await store.persist_bytes(call_id, tool, content, suffix=suffix)

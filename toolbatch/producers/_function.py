@@ -44,6 +44,7 @@ from toolbatch._wire import (
 from toolbatch.errors import ToolRegistrationError
 from toolbatch.producers._base import DEFAULT_CALL_TIMEOUT_S, ProducerContext, ToolDeclaration
 from toolbatch.producers._binary import persist_binary
+from toolbatch.producers._sync_lane import run_sync_on_lane
 
 __all__ = [
     "DEFAULT_OUTPUT_THRESHOLD_CHARS",
@@ -178,10 +179,9 @@ class FunctionTool:
         if self._is_async:
             return await self.func(**kwargs)
         # A sync function cannot be interrupted: on cancellation or timeout the thread is
-        # abandoned (it sees context.cancelled set) and the call moves on.
-        return await anyio.to_thread.run_sync(
-            functools.partial(self.func, **kwargs), abandon_on_cancel=True
-        )
+        # abandoned (it sees context.cancelled set) and the call moves on. The lane hands
+        # results back to the loop in bulk (toolbatch.producers._sync_lane).
+        return await run_sync_on_lane(functools.partial(self.func, **kwargs))
 
     def __repr__(self) -> str:
         return f"<FunctionTool {self.name!r} wrapping {self.func!r}>"

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 import anyio
+import anyio.lowlevel
 import structlog
 from pydantic import ValidationError
 
@@ -102,7 +103,8 @@ DEFAULT_CALL_TIMEOUT_CEILING_S: Final = 600.0
 """The longest any one call may run unless configured otherwise (shell's own maximum)."""
 BACKSTOP_GRACE_S: Final = 10.0
 """Time a producer gets past the ceiling to clean up and answer before it is cut off."""
-DEADLINE_POLL_S: Final = 0.1
+YIELD_EVERY_CALLS: Final = 16
+"""A worker lets the event loop run at least once per this many calls it answers."""
 """How often a batch's deadline watcher looks again (its timing precision)."""
 HOOK_CONTEXT_TOOL: Final = "hook_context"
 """The name a batch's own text (hook context, a stop note) is persisted under when cut."""
@@ -715,17 +717,24 @@ class ToolScheduler:
         aborted = anyio.Event()
         # ``concurrency`` workers take the calls in the model's order: the limit without a
         # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
-        # Each call runs in its own cancel scope, cancelled by an abort or its deadline.
+        # Each call runs in its own cancel scope, cancelled by an abort or by its deadline
+        # (the scope's own). A lone worker without an abort to watch runs in place: a
+        # one-call batch starts no task at all.
         queue = iter(runnable)
         workers = min(self.config.concurrency, len(runnable))
-        async with anyio.create_task_group() as outer:
-            if abort is not None:
-                outer.start_soon(_watch_abort, abort, aborted, runnable)
-            outer.start_soon(_watch_deadlines, runnable)
+        if abort is None and workers == 1:
+            await self._work(queue, aborted, reporter, approve)
+        elif abort is None:
             async with anyio.create_task_group() as tg:
                 for _ in range(workers):
                     tg.start_soon(self._work, queue, aborted, reporter, approve)
-            outer.cancel_scope.cancel()
+        else:
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(_watch_abort, abort, aborted, runnable)
+                async with anyio.create_task_group() as tg:
+                    for _ in range(workers):
+                        tg.start_soon(self._work, queue, aborted, reporter, approve)
+                outer.cancel_scope.cancel()
         for plan in runnable:
             if plan.response is None:
                 self._answer_stopped(plan, aborted=aborted.is_set())
@@ -738,12 +747,18 @@ class ToolScheduler:
         reporter: _Reporter,
         approve: ApprovalCallback | None,
     ) -> None:
-        for plan in queue:
+        for answered, plan in enumerate(queue, 1):
             if aborted.is_set():
                 return  # the rest are answered as cancelled once the batch ends
+            if answered % YIELD_EVERY_CALLS == 0:
+                # Calls that never suspend (a trivial async tool) must not starve the rest
+                # of the loop: the abort and deadline watchers, an observer's writer.
+                await anyio.lowlevel.checkpoint()
             with anyio.CancelScope() as scope, call_scope(reporter.telemetry, plan, plan.call):
                 plan.scope = scope
                 plan.response = await self._answer(plan, reporter, approve)
+            if scope.cancelled_caught and plan.response is None and not aborted.is_set():
+                plan.timed_out = True  # its deadline passed (an abort sets ``aborted``)
             if plan.response is not None:
                 reporter.finished(plan)
                 # An answered call needs neither its scope nor its context any more: a
@@ -801,6 +816,8 @@ class ToolScheduler:
             plan.timeout_s = ceiling
             allowed_s = ceiling + BACKSTOP_GRACE_S
         plan.deadline = anyio.current_time() + allowed_s
+        if plan.scope is not None:
+            plan.scope.deadline = plan.deadline  # the call is cancelled there
         context = ProducerContext(
             store=self._store,
             log=_CallLog(call.id, call.name),
@@ -912,24 +929,6 @@ async def _watch_abort(abort: anyio.Event, aborted: anyio.Event, plans: list[_Pl
     for plan in plans:
         if plan.response is None and plan.scope is not None:
             plan.scope.cancel()
-
-
-async def _watch_deadlines(plans: list[_Plan]) -> None:
-    """Cancel each call whose deadline passed (one watcher per batch, not a timer per call)."""
-    while True:
-        now = anyio.current_time()
-        upcoming = math.inf
-        for plan in plans:
-            deadline = plan.deadline
-            if deadline is None or plan.response is not None or plan.timed_out:
-                continue
-            if now >= deadline:
-                plan.timed_out = True
-                if plan.scope is not None:
-                    plan.scope.cancel()
-            else:
-                upcoming = min(upcoming, deadline)
-        await anyio.sleep(max(0.0, min(upcoming - now, DEADLINE_POLL_S)))
 
 
 def _coerce_call(raw: object, index: int) -> tuple[ToolCall, str | None]:

@@ -101,7 +101,15 @@ from toolbatch._json_limits import (
     check_json_depth,
     top_level_member,
 )
-from toolbatch._wire import Part, ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
+from toolbatch._wire import (
+    Part,
+    ToolCall,
+    ToolCallResponse,
+    ToolDeclaration,
+    Turn,
+    parts_adapter,
+    trusted_call,
+)
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import budget_from_wire
 from toolbatch.transports import (
@@ -307,6 +315,37 @@ def parse_batch(document: object) -> BatchRunParams:
         ) from None
 
 
+_PLAIN_BATCH_KEYS: Final = frozenset({"calls", "budget"})
+_PLAIN_CALL_KEYS: Final = frozenset({"id", "name", "args"})
+
+
+def _plain_batch(params: dict[str, Any]) -> tuple[list[ToolCall], int | None] | None:
+    """The calls and budget of ``params`` when they plainly have the right shape, built
+    without a model per call; ``None`` sends the params through ``parse_batch``.
+
+    ``params`` comes from ``loads_json``, so every value is JSON already; what is left to
+    check is what ``BatchRunParams`` checks: the keys, string ids and names, object args
+    and a budget that is an int >= 0 or null. Anything else takes the validating path,
+    which names each problem. A 100,000-call request then costs its calls alone, not its
+    calls twice over (the params models and the ``ToolCall``s).
+    """
+    calls = params.get("calls")
+    budget = params.get("budget")
+    if not params.keys() <= _PLAIN_BATCH_KEYS or type(calls) is not list:
+        return None
+    if budget is not None and (type(budget) is not int or budget < 0):
+        return None
+    built: list[ToolCall] = []
+    for index, call in enumerate(calls):
+        if type(call) is not dict or not call.keys() <= _PLAIN_CALL_KEYS:
+            return None
+        call_id, name, args = call.get("id"), call.get("name"), call.get("args", {})
+        if type(call_id) is not str or type(name) is not str or type(args) is not dict:
+            return None
+        built.append(trusted_call(call_id, name, args, index))
+    return built, budget
+
+
 def _dump_parts(parts: Sequence[Part]) -> list[JsonValue]:
     dumped: list[JsonValue] = parts_adapter.dump_python(
         list(parts), mode="json", by_alias=True, exclude_none=True
@@ -424,8 +463,20 @@ class _BatchProgress:
         self._service.notify("batch/progress", params, droppable=message is not None)
 
     def queued(self, calls: Sequence[ToolCall]) -> None:
+        # One "queued" line per call, made as the writer gets to them: a 100,000-call
+        # batch does not queue 100,000 lines before its first call runs.
+        self._service.enqueue_stream(self._queued_lines(calls))
+
+    def _queued_lines(self, calls: Sequence[ToolCall]) -> Iterator[str]:
         for call in calls:
-            self._notify(call, "queued")
+            params = {
+                "request_id": self._request_id,
+                "call_id": call.id,
+                "index": call.ordinal,
+                "status": "queued",
+            }
+            message = {"jsonrpc": "2.0", "method": "batch/progress", "params": params}
+            yield dumps_json_line(message) + "\n"
 
     def call_started(self, call: ToolCall) -> None:
         self._notify(call, "running")
@@ -476,6 +527,10 @@ class _Service:
             self._queued_bytes += len(item)
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._outgoing.send_nowait(item)
+
+    def enqueue_stream(self, lines: Iterator[str]) -> None:
+        """Queue output that is made as it is written (whole lines, in order)."""
+        self._enqueue(lines)
 
     def written(self, chars: int) -> None:
         """The writer wrote ``chars`` of queued lines: let reading go on below the mark."""
@@ -684,10 +739,18 @@ class _Service:
                 f'batch/run params must be an object {{"calls": [...], "budget": ...}}, got '
                 f"{_short(params)}",
             )
-        try:
-            batch = parse_batch(params)
-        except ConfigError as exc:
-            raise _JsonRpcError(INVALID_PARAMS, str(exc)) from None
+        plain = _plain_batch(params)
+        if plain is None:
+            try:
+                batch = parse_batch(params)
+            except ConfigError as exc:
+                raise _JsonRpcError(INVALID_PARAMS, str(exc)) from None
+            # Only the calls live on (the parsed params are dropped): a batch's memory is
+            # its calls and their responses.
+            calls, wire_budget = batch.tool_calls(), batch.budget
+            del batch
+        else:
+            calls, wire_budget = plain
         key = _id_key(request_id)
         if key in self._inflight:
             raise _JsonRpcError(
@@ -698,10 +761,7 @@ class _Service:
         abort = anyio.Event()
         self._inflight[key] = abort
         assert self._batches is not None
-        # Only the calls live on (the parsed params are dropped): a batch's memory is its
-        # calls and their responses.
-        calls = batch.tool_calls()
-        budget = batch.resolve_budget(self._backend.default_budget)
+        budget = budget_from_wire(wire_budget, self._backend.default_budget)
         self._batches.start_soon(self._run_batch, request_id, key, calls, budget, abort)
 
     async def _run_batch(
@@ -760,8 +820,10 @@ def _streamed_answer(request_id: object, turn: Turn) -> Iterator[str]:
     fail half-way (it has a fallback for every value, so it should not), the torn line is
     ended and a ``-32603`` error for the request follows on its own line.
     """
+    pieces = _answer_pieces(request_id, turn)
+    del turn  # the pieces release each response once written; nothing else may hold them
     try:
-        yield from _answer_pieces(request_id, turn)
+        yield from pieces
     except Exception as exc:
         log.exception("service.answer_failed", request_id=request_id)
         error = {"code": INTERNAL_ERROR, "message": f"the answer could not be written: {exc!r}"}

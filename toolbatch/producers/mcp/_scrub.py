@@ -21,7 +21,7 @@ _T = TypeVar("_T")
 
 def has_lone_surrogate(text: str) -> bool:
     """Whether ``text`` holds a code point that cannot be encoded as UTF-8."""
-    return _LONE_SURROGATE.search(text) is not None
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None
 
 
 def scrub_surrogates(value: _T) -> _T:

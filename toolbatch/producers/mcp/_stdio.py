@@ -68,6 +68,8 @@ log = structlog.get_logger("toolbatch.mcp")
 DEFAULT_MAX_MESSAGE_BYTES: Final = 256 * 2**20
 """A server message larger than this closes the connection (its call gets an error)."""
 READ_CHUNK_BYTES: Final = 1 * 2**20
+LARGE_MESSAGE_BYTES: Final = 16 * 2**20
+"""Messages longer than this are parsed by the stdlib on their text, to hold 2x not 3x."""
 STDERR_LINE_CHARS: Final = 2_000
 STDERR_PENDING_BYTES: Final = 64 * 2**10
 STDERR_TAIL_LINES: Final = 20
@@ -103,7 +105,7 @@ def encode_message(message: JSONRPCMessage) -> bytes:
     return text.encode("utf-8") + b"\n"
 
 
-def decode_message(line: bytes) -> SessionMessage | Exception:
+def decode_message(line: bytes | bytearray) -> SessionMessage | Exception:
     """Parse one JSON-RPC line; an exception is returned (as the SDK expects), not raised.
 
     The fast path is pydantic-core on the raw bytes. If that fails, the line is parsed with
@@ -111,22 +113,59 @@ def decode_message(line: bytes) -> SessionMessage | Exception:
     broken UTF-8) and its lone surrogates replaced. A response whose envelope is still
     invalid becomes a JSON-RPC error for its id, so its caller is answered.
     """
-    try:
-        # Parsing to Python first is 5x faster than validate_json on a large result: the
-        # union of message types makes validate_json copy long strings for each candidate.
-        data: Any = from_json(line)
-        return SessionMessage(jsonrpc_message_adapter.validate_python(data, by_name=False))
-    except ValueError as exc:
-        first_error: Exception = exc
-    if json_too_deep(line):  # json.loads would recurse: refuse it unparsed
-        log.warning("mcp.message_too_deep", bytes=len(line), limit=MAX_JSON_DEPTH)
-        return refuse_deep_message(line)
-    try:
-        data = json.loads(line.decode("utf-8", "replace"))
-    except ValueError as exc:
-        log.warning("mcp.unparseable_message", error=str(exc), bytes=len(line), head=line[:200])
-        return exc
-    data = scrub_surrogates(data)
+    return _decode_taken([line])
+
+
+def _decode_taken(holder: list[bytes | bytearray]) -> SessionMessage | Exception:
+    """``decode_message`` of the line in ``holder``, which it takes (empties): on the fast
+    path the raw line is released as soon as it is parsed, so a 200 MB result is not held
+    as its bytes and as its text at once."""
+    line = holder.pop()
+    size = len(line)
+    first_error: Exception | None = None
+    data: Any = None
+    if size > LARGE_MESSAGE_BYTES:
+        # The stdlib parser on the decoded text: the bytes go before it parses, and it
+        # holds the text and its result (2x the message), where pydantic-core holds the
+        # bytes, its unescaped copy and the result (3x; 647 against 402 MB for 200 MB).
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            first_error = exc
+        else:
+            line = b""
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                first_error = exc
+                line = text.encode("utf-8")
+            else:
+                data = scrub_surrogates(data)
+            del text
+    else:
+        try:
+            # Parsing to Python first is 5x faster than validate_json on a large result:
+            # the union of message types makes validate_json copy long strings for each
+            # candidate.
+            data = from_json(line)
+        except ValueError as exc:
+            first_error = exc
+    if first_error is None:
+        del line  # parsed: the text lives on in ``data``, the bytes are not needed
+    else:
+        raw = bytes(line) if isinstance(line, bytearray) else line
+        del line
+        if json_too_deep(raw):  # json.loads would recurse: refuse it unparsed
+            log.warning("mcp.message_too_deep", bytes=len(raw), limit=MAX_JSON_DEPTH)
+            return refuse_deep_message(raw)
+        try:
+            data = json.loads(raw.decode("utf-8", "replace"))
+        except ValueError as exc:
+            log.warning("mcp.unparseable_message", error=str(exc), bytes=len(raw), head=raw[:200])
+            return exc
+        # Lone surrogates (which pydantic-core refuses) are replaced; a line pydantic-core
+        # parsed has none.
+        data = scrub_surrogates(data)
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_python(data, by_name=False))
     except ValidationError as exc:
@@ -140,11 +179,12 @@ def decode_message(line: bytes) -> SessionMessage | Exception:
                     id=request_id,
                     error=ErrorData(
                         code=INTERNAL_ERROR,
-                        message=f"the server sent an invalid JSON-RPC response: {first_error}",
+                        message="the server sent an invalid JSON-RPC response: "
+                        f"{first_error or exc}",
                     ),
                 )
             )
-        log.warning("mcp.invalid_message", error=str(exc), bytes=len(line))
+        log.warning("mcp.invalid_message", error=str(exc), bytes=size)
         return exc
 
 
@@ -195,8 +235,10 @@ class StdioTransport:
         send = self._read_send
         assert stdout is not None
         assert send is not None
-        pending: list[bytes] = []
-        pending_bytes = 0
+        # A line longer than one read grows in one bytearray: past a few MiB it is one
+        # mapping that grows in place, where a list of chunks and their join would leave
+        # the chunks' freed heap resident beside the line (a 200 MB message held twice).
+        pending = bytearray()
         try:
             async with send:
                 while True:
@@ -206,25 +248,24 @@ class StdioTransport:
                         return
                     start = 0
                     while (end := chunk.find(b"\n", start)) >= 0:
-                        piece = chunk[start:end]
-                        start = end + 1
+                        line: bytes | bytearray
                         if pending:
-                            pending.append(piece)
-                            line = b"".join(pending)
-                            pending.clear()
-                            pending_bytes = 0
+                            pending += memoryview(chunk)[start:end]
+                            line, pending = pending, bytearray()
                         else:
-                            line = piece
+                            line = chunk[start:end]
+                        start = end + 1
                         if len(line) > self.max_message_bytes:
                             self._refuse_oversized()
                             return
                         if line and not line.isspace():
-                            await send.send(decode_message(line))
+                            # Handed over, not kept: decoding releases the bytes once parsed.
+                            holder = [line]
+                            del line
+                            await send.send(_decode_taken(holder))
                     if start < len(chunk):
-                        rest = chunk[start:] if start else chunk
-                        pending.append(rest)
-                        pending_bytes += len(rest)
-                        if pending_bytes > self.max_message_bytes:
+                        pending += memoryview(chunk)[start:] if start else chunk
+                        if len(pending) > self.max_message_bytes:
                             self._refuse_oversized()
                             return
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
