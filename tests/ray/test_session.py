@@ -61,7 +61,7 @@ async def test_agent_loop_runs_unchanged_against_a_remote_session(tmp_path: Path
         ]
     )
     async with open_session(shell_and_pid, config) as session:
-        loop = AgentLoop(model, session, runtime=HeadlessRuntime())  # type: ignore[arg-type]
+        loop = AgentLoop(model, session, runtime=HeadlessRuntime())
         outcome = await loop.prompt("go")
         host = await session.host_pid()
     assert outcome.stop_reason == "end_turn"
@@ -145,7 +145,7 @@ async def test_observer_and_approval_cross_the_wire() -> None:
         loop_events = Events()
         loop = AgentLoop(
             ScriptedModel([[shell("i", "echo hi")], "end"]),
-            session,  # type: ignore[arg-type]
+            session,
             runtime=InteractiveRuntime(approve=approve),
         )
         outcome = await loop.prompt("go", observer=loop_events)

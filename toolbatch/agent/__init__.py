@@ -12,6 +12,7 @@ from toolbatch.agent._loop import (
     HeadlessRuntime,
     InteractiveRuntime,
     Runtime,
+    SchedulerLike,
     StopReason,
     history_from_transcript,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "OpenAIResponsesModel",
     "PendingRecorder",
     "Runtime",
+    "SchedulerLike",
     "ScriptStep",
     "ScriptedModel",
     "Speculation",

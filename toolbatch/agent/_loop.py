@@ -19,9 +19,9 @@ passes through ``enforce_send_budget`` (no I/O), a no-op for completed turns.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
 
 import anyio
 import structlog
@@ -29,9 +29,15 @@ import structlog
 from toolbatch._wire import FunctionResponsePart, Part, TextPart, ToolCall, ToolCallResponse, Turn
 from toolbatch.agent._messages import Message, Model, ModelReply
 from toolbatch.errors import ConfigError
-from toolbatch.finalize import enforce_send_budget
+from toolbatch.finalize import Budget, enforce_send_budget
+from toolbatch.producers import ToolDeclaration
 from toolbatch.recorder import Recorder, load_session
-from toolbatch.scheduler import ApprovalCallback, BatchObserver, ToolScheduler
+from toolbatch.scheduler import (
+    ApprovalCallback,
+    BatchObserver,
+    SchedulerConfig,
+    UseConfig,
+)
 
 __all__ = [
     "AgentLoop",
@@ -39,6 +45,7 @@ __all__ = [
     "HeadlessRuntime",
     "InteractiveRuntime",
     "Runtime",
+    "SchedulerLike",
     "StopReason",
     "history_from_transcript",
 ]
@@ -47,6 +54,42 @@ log = structlog.get_logger("toolbatch.agent")
 
 DEFAULT_MAX_TURNS: Final = 25
 StopReason: TypeAlias = Literal["end_turn", "max_turns", "cancelled", "hook_stop"]
+
+
+class SchedulerLike(Protocol):
+    """What an agent loop needs of a scheduler: an open :class:`ToolScheduler`, or a remote
+    session's handle (``toolbatch.ray.SessionHandle``) with the same surface."""
+
+    @property
+    def config(self) -> SchedulerConfig: ...
+
+    def declarations(self) -> list[ToolDeclaration]: ...
+
+    def execute(
+        self,
+        calls: Sequence[ToolCall],
+        /,
+        *,
+        abort: anyio.Event | None = ...,
+        observer: BatchObserver | None = ...,
+        approve: ApprovalCallback | None = ...,
+    ) -> Awaitable[list[ToolCallResponse]]: ...
+
+    def complete_turn(
+        self,
+        responses: Sequence[ToolCallResponse],
+        /,
+        *,
+        budget: Budget | float | UseConfig = ...,
+        recorder: Recorder | UseConfig | None = ...,
+    ) -> Awaitable[Turn]: ...
+
+
+if TYPE_CHECKING:
+    from toolbatch.scheduler import ToolScheduler
+
+    def _a_tool_scheduler_is_scheduler_like(scheduler: ToolScheduler) -> SchedulerLike:
+        return scheduler  # mypy checks the structural match
 
 
 @dataclass(slots=True)
@@ -248,7 +291,8 @@ class AgentLoop:
 
     Args:
         model: the model client.
-        scheduler: an open ``ToolScheduler``.
+        scheduler: an open ``ToolScheduler`` (or anything :class:`SchedulerLike`, such as a
+            ``toolbatch.ray`` session).
         runtime: how tool turns are run (default ``HeadlessRuntime()``).
         recorder: where messages and completed tool turns are recorded, write-ahead
             (default: the scheduler's configured recorder).
@@ -259,7 +303,7 @@ class AgentLoop:
     def __init__(
         self,
         model: Model,
-        scheduler: ToolScheduler,
+        scheduler: SchedulerLike,
         *,
         runtime: Runtime | None = None,
         recorder: Recorder | None = None,
@@ -294,8 +338,10 @@ class AgentLoop:
 
     def is_read_only(self, tool_name: str) -> bool:
         """Whether ``tool_name`` is declared read-only in this session."""
-        producer = self.scheduler.producer(tool_name)
-        return producer is not None and producer.declaration.read_only
+        return any(
+            declaration.name == tool_name and declaration.read_only
+            for declaration in self.scheduler.declarations()
+        )
 
     async def _remember(self, message: Message) -> None:
         if self.recorder is not None and message.role != "tool":

@@ -17,7 +17,7 @@ import inspect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import anyio
 import anyio.to_thread
@@ -670,3 +670,10 @@ def check_restarts(value: object) -> int:
             f"got {value!r}"
         )
     return value
+
+
+if TYPE_CHECKING:
+    from toolbatch.agent import SchedulerLike
+
+    def _a_session_handle_is_scheduler_like(handle: SessionHandle) -> SchedulerLike:
+        return handle  # mypy checks the structural match: AgentLoop takes a handle as it is
