@@ -151,6 +151,8 @@ class FunctionTool:
         self._is_async = inspect.iscoroutinefunction(func)
         doc, arg_docs = _docstring_parts(func)
         self._context_param, self._args_model = _args_model(func, tool_name, arg_docs)
+        # Read once: ``model_fields`` is computed on each access (about 10 µs).
+        self._arg_names = tuple(self._args_model.model_fields)
         schema = self._args_model.model_json_schema()
         schema.pop("title", None)
         self._declaration = ToolDeclaration(
@@ -192,7 +194,7 @@ class FunctionTool:
             parsed = self._args_model.model_validate(call.args)
         except ValidationError as exc:
             return ToolResult.failure(_describe_validation(self.name, exc), type="invalid_args")
-        kwargs = {field: getattr(parsed, field) for field in type(parsed).model_fields}
+        kwargs = {field: getattr(parsed, field) for field in self._arg_names}
         if self._context_param is not None:
             kwargs[self._context_param] = context
         limit = self.timeout_s

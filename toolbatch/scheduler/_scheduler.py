@@ -17,6 +17,7 @@ model's order and completes once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -105,7 +106,6 @@ BACKSTOP_GRACE_S: Final = 10.0
 """Time a producer gets past the ceiling to clean up and answer before it is cut off."""
 YIELD_EVERY_CALLS: Final = 16
 """A worker lets the event loop run at least once per this many calls it answers."""
-"""How often a batch's deadline watcher looks again (its timing precision)."""
 HOOK_CONTEXT_TOOL: Final = "hook_context"
 """The name a batch's own text (hook context, a stop note) is persisted under when cut."""
 CALL_HOOK_STOP_NOTE: Final = "A hook stopped the agent after these tool results: "
@@ -315,12 +315,104 @@ class _Plan:
     call: ToolCall
     producer: Producer | None = None
     response: ToolCallResponse | None = None
-    scope: anyio.CancelScope | None = None
     context: ProducerContext | None = None
     deadline: float | None = None
     timeout_s: float = 0.0
     timed_out: bool = False
     started: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Worker:
+    """One of a batch's workers: the cancel scope its calls run in, and the call it runs.
+
+    The scope spans the worker's calls, not one call (a cancel scope per call cost more
+    than the rest of the scheduler's work on a call): a call's deadline cancels it, the
+    worker answers that call as timed out and opens a new scope for the next.
+    """
+
+    scope: anyio.CancelScope | None = None
+    plan: _Plan | None = None
+
+
+class _Deadlines:
+    """The deadlines of one batch's running calls.
+
+    On asyncio one timer of the event loop serves the whole batch: it is set for the
+    earliest deadline of a running call and, when it fires, cancels the workers whose
+    call is past its deadline, then sets itself for the next one (calls started later
+    mostly end later, so a batch of 1,000 calls usually sets it once). Elsewhere each
+    running call's deadline is its worker scope's own.
+    """
+
+    __slots__ = ("_handle", "_loop", "_when", "_workers")
+
+    def __init__(self) -> None:
+        self._loop = _asyncio_loop()
+        self._workers: list[_Worker] = []
+        self._handle: asyncio.TimerHandle | None = None
+        self._when = math.inf
+
+    def now(self) -> float:
+        """The time on the clock deadlines are set on (``anyio.current_time()``)."""
+        return self._loop.time() if self._loop is not None else anyio.current_time()
+
+    def worker(self) -> _Worker:
+        """A new worker whose running call this batch's timer watches."""
+        worker = _Worker()
+        self._workers.append(worker)
+        return worker
+
+    def start(self, worker: _Worker, deadline: float) -> None:
+        """``worker``'s call is cancelled at ``deadline`` unless it has answered by then."""
+        if self._loop is None:
+            assert worker.scope is not None
+            worker.scope.deadline = deadline
+        elif deadline < self._when:
+            if self._handle is not None:
+                self._handle.cancel()
+            self._when = deadline
+            self._handle = self._loop.call_at(deadline, self._expire)
+
+    def stop(self, worker: _Worker) -> None:
+        """``worker``'s call has answered: its deadline no longer applies."""
+        worker.plan = None
+        if self._loop is None and worker.scope is not None:
+            worker.scope.deadline = math.inf
+
+    def _expire(self) -> None:
+        assert self._loop is not None
+        self._handle = None
+        self._when = math.inf
+        now = self._loop.time()
+        upcoming = math.inf
+        for worker in self._workers:
+            plan = worker.plan
+            if plan is None or plan.deadline is None:
+                continue
+            if plan.deadline <= now:
+                if worker.scope is not None:
+                    worker.scope.cancel()
+            elif plan.deadline < upcoming:
+                upcoming = plan.deadline
+        if upcoming < math.inf:
+            self._when = upcoming
+            self._handle = self._loop.call_at(upcoming, self._expire)
+
+    def close(self) -> None:
+        """The batch has ended: no timer is left behind."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._when = math.inf
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio event loop, or ``None`` on another anyio backend."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class _CallLog:
@@ -717,24 +809,28 @@ class ToolScheduler:
         aborted = anyio.Event()
         # ``concurrency`` workers take the calls in the model's order: the limit without a
         # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
-        # Each call runs in its own cancel scope, cancelled by an abort or by its deadline
-        # (the scope's own). A lone worker without an abort to watch runs in place: a
-        # one-call batch starts no task at all.
+        # A call's deadline cancels its worker's scope (``_Worker``, ``_Deadlines``); an
+        # abort cancels the workers' task group. A lone worker without an abort to watch
+        # runs in place: a one-call batch starts no task at all.
         queue = iter(runnable)
         workers = min(self.config.concurrency, len(runnable))
-        if abort is None and workers == 1:
-            await self._work(queue, aborted, reporter, approve)
-        elif abort is None:
-            async with anyio.create_task_group() as tg:
-                for _ in range(workers):
-                    tg.start_soon(self._work, queue, aborted, reporter, approve)
-        else:
-            async with anyio.create_task_group() as outer:
-                outer.start_soon(_watch_abort, abort, aborted, runnable)
+        deadlines = _Deadlines()
+        try:
+            if abort is None and workers == 1:
+                await self._work(queue, aborted, deadlines, reporter, approve)
+            elif abort is None:
                 async with anyio.create_task_group() as tg:
                     for _ in range(workers):
-                        tg.start_soon(self._work, queue, aborted, reporter, approve)
-                outer.cancel_scope.cancel()
+                        tg.start_soon(self._work, queue, aborted, deadlines, reporter, approve)
+            else:
+                async with anyio.create_task_group() as outer:
+                    async with anyio.create_task_group() as tg:
+                        outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
+                        for _ in range(workers):
+                            tg.start_soon(self._work, queue, aborted, deadlines, reporter, approve)
+                    outer.cancel_scope.cancel()
+        finally:
+            deadlines.close()
         for plan in runnable:
             if plan.response is None:
                 self._answer_stopped(plan, aborted=aborted.is_set())
@@ -744,27 +840,43 @@ class ToolScheduler:
         self,
         queue: Iterator[_Plan],
         aborted: anyio.Event,
+        deadlines: _Deadlines,
         reporter: _Reporter,
         approve: ApprovalCallback | None,
     ) -> None:
-        for answered, plan in enumerate(queue, 1):
-            if aborted.is_set():
-                return  # the rest are answered as cancelled once the batch ends
-            if answered % YIELD_EVERY_CALLS == 0:
-                # Calls that never suspend (a trivial async tool) must not starve the rest
-                # of the loop: the abort and deadline watchers, an observer's writer.
-                await anyio.lowlevel.checkpoint()
-            with anyio.CancelScope() as scope, call_scope(reporter.telemetry, plan, plan.call):
-                plan.scope = scope
-                plan.response = await self._answer(plan, reporter, approve)
-            if scope.cancelled_caught and plan.response is None and not aborted.is_set():
-                plan.timed_out = True  # its deadline passed (an abort sets ``aborted``)
-            if plan.response is not None:
-                reporter.finished(plan)
-                # An answered call needs neither its scope nor its context any more: a
-                # batch of 100,000 calls should not hold 100,000 of each until it ends.
-                plan.scope = None
-                plan.context = None
+        worker = deadlines.worker()
+        answered = 0
+        while True:
+            with anyio.CancelScope() as scope:
+                worker.scope = scope
+                for plan in queue:
+                    if aborted.is_set():
+                        return  # the rest are answered as cancelled once the batch ends
+                    answered += 1
+                    if answered % YIELD_EVERY_CALLS == 0:
+                        # Calls that never suspend (a trivial async tool) must not starve
+                        # the rest of the loop: the abort watcher, an observer's writer.
+                        await anyio.lowlevel.checkpoint()
+                    worker.plan = plan
+                    with call_scope(reporter.telemetry, plan, plan.call):
+                        plan.response = await self._answer(
+                            plan, worker, deadlines, reporter, approve
+                        )
+                    deadlines.stop(worker)
+                    reporter.finished(plan)
+                    # An answered call needs its context no more: a batch of 100,000
+                    # calls should not hold 100,000 of them until it ends.
+                    plan.context = None
+                    if scope.cancel_called:
+                        break  # a deadline came as the call answered: a new scope
+                else:
+                    return
+            stopped = worker.plan
+            if stopped is not None:
+                # The scope caught its cancellation: the call's deadline passed (an abort
+                # cancels the task group, which this scope does not catch).
+                deadlines.stop(worker)
+                stopped.timed_out = True
 
     def _answer_stopped(self, plan: _Plan, *, aborted: bool) -> None:
         """The response of a call whose task was cancelled (abort or deadline)."""
@@ -791,7 +903,12 @@ class ToolScheduler:
             )
 
     async def _answer(
-        self, plan: _Plan, reporter: _Reporter, approve: ApprovalCallback | None
+        self,
+        plan: _Plan,
+        worker: _Worker,
+        deadlines: _Deadlines,
+        reporter: _Reporter,
+        approve: ApprovalCallback | None,
     ) -> ToolCallResponse:
         call, producer = plan.call, plan.producer
         assert producer is not None
@@ -815,9 +932,9 @@ class ToolScheduler:
         else:
             plan.timeout_s = ceiling
             allowed_s = ceiling + BACKSTOP_GRACE_S
-        plan.deadline = anyio.current_time() + allowed_s
-        if plan.scope is not None:
-            plan.scope.deadline = plan.deadline  # the call is cancelled there
+        started = deadlines.now()
+        plan.deadline = started + allowed_s
+        deadlines.start(worker, plan.deadline)  # the call is cancelled there
         context = ProducerContext(
             store=self._store,
             log=_CallLog(call.id, call.name),
@@ -828,7 +945,6 @@ class ToolScheduler:
         )
         plan.context = context
         reporter.started(plan)
-        started = anyio.current_time()
         try:
             result = await producer.run(call, context)
         except anyio.get_cancelled_exc_class():
@@ -855,7 +971,7 @@ class ToolScheduler:
         response = ToolCallResponse.from_result(call, result)
         # Step: PostToolUse / PostToolUseFailure hooks; what they say rides on the response.
         if admitted.notes or admitted.stop or self._gate.has_post:
-            elapsed_ms = round((anyio.current_time() - started) * 1000)
+            elapsed_ms = round((deadlines.now() - started) * 1000)
             response = await self._gate.after(call, response, admitted, elapsed_ms)
         return response
 
@@ -922,13 +1038,13 @@ def _guarded_turn(
     return Turn.model_construct(responses=responses, parts=guarded, stop_reason=stop_reason)
 
 
-async def _watch_abort(abort: anyio.Event, aborted: anyio.Event, plans: list[_Plan]) -> None:
-    """When the user aborts, cancel every call still running."""
+async def _watch_abort(
+    abort: anyio.Event, aborted: anyio.Event, workers: anyio.CancelScope
+) -> None:
+    """When the user aborts, cancel every call still running (the workers' task group)."""
     await abort.wait()
     aborted.set()
-    for plan in plans:
-        if plan.response is None and plan.scope is not None:
-            plan.scope.cancel()
+    workers.cancel()
 
 
 def _coerce_call(raw: object, index: int) -> tuple[ToolCall, str | None]:
