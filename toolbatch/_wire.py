@@ -450,7 +450,13 @@ class ToolCallResponse(BaseModel):
 
 
 _M = TypeVar("_M", bound=BaseModel)
-_set_attribute = object.__setattr__
+_new_instance = object.__new__
+# BaseModel's own slots, set through their descriptors (half the time of object.__setattr__,
+# which looks each name up along the class's MRO first).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -459,16 +465,16 @@ def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     ``model_construct`` without its per-field default handling, for the hot path: the
     caller passes every field.
     """
-    instance = cls.__new__(cls)
-    _set_attribute(instance, "__dict__", values)
+    instance = _new_instance(cls)
+    _set_dict(instance, values)
     # Every field is given, so every instance of a class has the same fields set: share
     # one set (pydantic copies it before any update, and frozen models never change it).
     fields_set = _FIELDS_SET.get(cls)
     if fields_set is None:
         fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    _set_attribute(instance, "__pydantic_fields_set__", fields_set)
-    _set_attribute(instance, "__pydantic_extra__", None)
-    _set_attribute(instance, "__pydantic_private__", None)
+    _set_fields_set(instance, fields_set)
+    _set_extra(instance, None)
+    _set_private(instance, None)
     return instance
 
 
@@ -502,6 +508,13 @@ def trusted_call(
     """
     values = {"id": call_id, "name": name, "args": args, "ordinal": ordinal}
     return _trusted(ToolCall, {**values, "prompt_id": None, "invalid": None})
+
+
+def text_result(text: str) -> ToolResult:
+    """A successful ``ToolResult`` of plain text (an exact ``str``), unvalidated: what a
+    tool function returned, on the hot path of every call."""
+    values = {"content": text, "display": None, "error": None}
+    return _trusted(ToolResult, {**values, "persisted_output_files": None, "preview": None})
 
 
 def _function_response(call: ToolCall, response: dict[str, JsonValue]) -> FunctionResponsePart:

@@ -7,6 +7,7 @@ job, ordering is the scheduler's.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
@@ -28,6 +29,15 @@ __all__ = [
 
 DEFAULT_CALL_TIMEOUT_S: Final = 120.0
 """The timeout of a call whose producer and configuration set none."""
+
+
+def current_time() -> float:
+    """``anyio.current_time()``, the clock of ``ProducerContext.deadline``, read directly
+    from the running asyncio loop when there is one (a fifth of the cost)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:  # another anyio backend
+        return anyio.current_time()
 
 
 ProgressCallback = Callable[[str], None]

@@ -40,9 +40,15 @@ from toolbatch._wire import (
     TextPart,
     ToolCall,
     ToolResult,
+    text_result,
 )
 from toolbatch.errors import ToolRegistrationError
-from toolbatch.producers._base import DEFAULT_CALL_TIMEOUT_S, ProducerContext, ToolDeclaration
+from toolbatch.producers._base import (
+    DEFAULT_CALL_TIMEOUT_S,
+    ProducerContext,
+    ToolDeclaration,
+    current_time,
+)
 from toolbatch.producers._binary import persist_binary
 from toolbatch.producers._sync_lane import run_sync_on_lane
 
@@ -200,7 +206,7 @@ class FunctionTool:
         limit = self.timeout_s
         if context.timeout_s is not None:
             limit = min(limit, context.timeout_s)
-        if context.deadline is not None and context.deadline <= anyio.current_time() + limit:
+        if context.deadline is not None and context.deadline <= current_time() + limit:
             # The runtime stops the call in time and answers it: no scope of our own.
             value = await self._call(kwargs)
         else:
@@ -285,7 +291,9 @@ def _to_result(value: object) -> ToolResult:
     if isinstance(value, ToolResult):
         return value
     if value is None:
-        return ToolResult(content="")
+        return text_result("")
+    if type(value) is str:
+        return text_result(value)
     if isinstance(value, str):
         return ToolResult(content=value)
     if isinstance(value, _PART_TYPES):

@@ -407,6 +407,19 @@ class _Deadlines:
         self._when = math.inf
 
 
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """What every worker of one batch shares."""
+
+    aborted: anyio.Event
+    deadlines: _Deadlines
+    reporter: _Reporter
+    approve: ApprovalCallback | None
+    new_event: Callable[[], anyio.Event]
+    """Makes an ``anyio.Event`` of the running backend directly (``anyio.Event()`` finds
+    the backend anew each time: most of a ``ProducerContext``'s cost)."""
+
+
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
     """The running asyncio event loop, or ``None`` on another anyio backend."""
     try:
@@ -807,6 +820,8 @@ class ToolScheduler:
         if not runnable:
             return
         aborted = anyio.Event()
+        deadlines = _Deadlines()
+        batch = _Batch(aborted, deadlines, reporter, approve, new_event=type(aborted))
         # ``concurrency`` workers take the calls in the model's order: the limit without a
         # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
         # A call's deadline cancels its worker's scope (``_Worker``, ``_Deadlines``); an
@@ -814,20 +829,19 @@ class ToolScheduler:
         # runs in place: a one-call batch starts no task at all.
         queue = iter(runnable)
         workers = min(self.config.concurrency, len(runnable))
-        deadlines = _Deadlines()
         try:
             if abort is None and workers == 1:
-                await self._work(queue, aborted, deadlines, reporter, approve)
+                await self._work(queue, batch)
             elif abort is None:
                 async with anyio.create_task_group() as tg:
                     for _ in range(workers):
-                        tg.start_soon(self._work, queue, aborted, deadlines, reporter, approve)
+                        tg.start_soon(self._work, queue, batch)
             else:
                 async with anyio.create_task_group() as outer:
                     async with anyio.create_task_group() as tg:
                         outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
                         for _ in range(workers):
-                            tg.start_soon(self._work, queue, aborted, deadlines, reporter, approve)
+                            tg.start_soon(self._work, queue, batch)
                     outer.cancel_scope.cancel()
         finally:
             deadlines.close()
@@ -839,11 +853,9 @@ class ToolScheduler:
     async def _work(
         self,
         queue: Iterator[_Plan],
-        aborted: anyio.Event,
-        deadlines: _Deadlines,
-        reporter: _Reporter,
-        approve: ApprovalCallback | None,
+        batch: _Batch,
     ) -> None:
+        aborted, deadlines, reporter = batch.aborted, batch.deadlines, batch.reporter
         worker = deadlines.worker()
         answered = 0
         while True:
@@ -859,9 +871,7 @@ class ToolScheduler:
                         await anyio.lowlevel.checkpoint()
                     worker.plan = plan
                     with call_scope(reporter.telemetry, plan, plan.call):
-                        plan.response = await self._answer(
-                            plan, worker, deadlines, reporter, approve
-                        )
+                        plan.response = await self._answer(plan, worker, batch)
                     deadlines.stop(worker)
                     reporter.finished(plan)
                     # An answered call needs its context no more: a batch of 100,000
@@ -906,15 +916,14 @@ class ToolScheduler:
         self,
         plan: _Plan,
         worker: _Worker,
-        deadlines: _Deadlines,
-        reporter: _Reporter,
-        approve: ApprovalCallback | None,
+        batch: _Batch,
     ) -> ToolCallResponse:
         call, producer = plan.call, plan.producer
         assert producer is not None
         declaration = producer.declaration
         # Step: PreToolUse hooks, permission rules, approval (toolbatch.scheduler._gate).
-        admitted = await self._admit(call, declaration, approve)
+        deadlines, reporter = batch.deadlines, batch.reporter
+        admitted = await self._admit(call, declaration, batch.approve)
         if isinstance(admitted, ToolCallResponse):
             return admitted
         call = admitted.call
@@ -938,6 +947,7 @@ class ToolScheduler:
         context = ProducerContext(
             store=self._store,
             log=_CallLog(call.id, call.name),
+            cancelled=batch.new_event(),
             timeout_s=plan.timeout_s,
             progress=report,
             deadline=plan.deadline,
