@@ -22,7 +22,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar, overload
 
 import anyio
@@ -183,13 +183,15 @@ class FunctionTool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
 
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
+    def _call(self, kwargs: dict[str, Any]) -> Awaitable[Any]:
+        """The function's own coroutine, or the sync function's run on the lane (no
+        coroutine of its own in between: one frame less per call)."""
         if self._is_async:
-            return await self.func(**kwargs)
+            return self.func(**kwargs)  # type: ignore[no-any-return]
         # A sync function cannot be interrupted: on cancellation or timeout the thread is
         # abandoned (it sees context.cancelled set) and the call moves on. The lane hands
         # results back to the loop in bulk (toolbatch.producers._sync_lane).
-        return await run_sync_on_lane(functools.partial(self.func, **kwargs))
+        return run_sync_on_lane(functools.partial(self.func, **kwargs))
 
     def __repr__(self) -> str:
         return f"<FunctionTool {self.name!r} wrapping {self.func!r}>"

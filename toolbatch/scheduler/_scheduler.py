@@ -923,10 +923,13 @@ class ToolScheduler:
         declaration = producer.declaration
         # Step: PreToolUse hooks, permission rules, approval (toolbatch.scheduler._gate).
         deadlines, reporter = batch.deadlines, batch.reporter
-        admitted = await self._admit(call, declaration, batch.approve)
-        if isinstance(admitted, ToolCallResponse):
-            return admitted
-        call = admitted.call
+        if self._gate.checks_before or _asks_approval(declaration, batch.approve):
+            admitted = await self._admit(call, declaration, batch.approve)
+            if isinstance(admitted, ToolCallResponse):
+                return admitted
+            call = admitted.call
+        else:
+            admitted = Admitted(call)
 
         def report(message: str) -> None:
             reporter.progress(call, message)
@@ -988,14 +991,20 @@ class ToolScheduler:
     async def _admit(
         self, call: ToolCall, declaration: ToolDeclaration, approve: ApprovalCallback | None
     ) -> Admitted | ToolCallResponse:
-        """The call to run, or its answer in place (denied, not approved, bad new input)."""
+        """The call to run, or its answer in place (denied, not approved, bad new input),
+        when the gate or the approval callback has a say."""
         if self._gate.checks_before:
             return await self._gate.before(call, declaration, approve)
-        if approve is not None and declaration.needs_permission and not declaration.trusted:
-            refused = refusal(call, await ask_approval(approve, call, declaration))
-            if refused is not None:
-                return refused
+        assert approve is not None
+        refused = refusal(call, await ask_approval(approve, call, declaration))
+        if refused is not None:
+            return refused
         return Admitted(call)
+
+
+def _asks_approval(declaration: ToolDeclaration, approve: ApprovalCallback | None) -> bool:
+    """Whether ``approve`` is asked before a call of this tool runs (no rules, no hooks)."""
+    return approve is not None and declaration.needs_permission and not declaration.trusted
 
 
 def _call_hook_text(responses: Sequence[ToolCallResponse]) -> tuple[list[str], str | None]:
