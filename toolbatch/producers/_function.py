@@ -157,8 +157,6 @@ class FunctionTool:
         self._is_async = inspect.iscoroutinefunction(func)
         doc, arg_docs = _docstring_parts(func)
         self._context_param, self._args_model = _args_model(func, tool_name, arg_docs)
-        # Read once: ``model_fields`` is computed on each access (about 10 µs).
-        self._arg_names = tuple(self._args_model.model_fields)
         schema = self._args_model.model_json_schema()
         schema.pop("title", None)
         self._declaration = ToolDeclaration(
@@ -202,7 +200,7 @@ class FunctionTool:
             parsed = self._args_model.model_validate(call.args)
         except ValidationError as exc:
             return ToolResult.failure(_describe_validation(self.name, exc), type="invalid_args")
-        kwargs = {field: getattr(parsed, field) for field in self._arg_names}
+        kwargs = dict(parsed.__dict__)  # exactly the declared arguments (extra="forbid")
         if self._context_param is not None:
             kwargs[self._context_param] = context
         limit = self.timeout_s
@@ -221,6 +219,8 @@ class FunctionTool:
                     f"retry with less work or raise its timeout",
                     type="timeout",
                 )
+        if type(value) is str:
+            return text_result(value)
         if isinstance(value, bytes | bytearray | memoryview):
             return await _binary_result(bytes(value), call, context)
         return _to_result(value)
