@@ -61,7 +61,12 @@ Each message names the problem and the fix. The service never dies of bad input.
 End of input: when stdin closes, batches in flight run to the end and answer, then the
 service exits. SIGTERM and SIGINT cancel them (they still answer), then it exits.
 
-Backpressure and memory. Output is queued for one writer task; while more than
+Backpressure and memory. Output is queued for one writer task, whole lines as UTF-8 bytes
+packed into segments of up to ``WRITE_COALESCE_BYTES`` (1 MiB); each wake-up of the writer
+writes as much as the client takes, not ``PIPE_BUF`` (``NonBlockingOutput``: a pipe is
+written through a non-blocking description of its own, grown to 1 MiB, a socket with
+``MSG_DONTWAIT``; stdout's own blocking mode is left alone), so progress does not pile up
+while a large batch keeps the event loop busy. While more than
 ``OUTPUT_HIGH_WATER_BYTES`` (8 MiB) wait to be written (the client stopped reading its
 stdout), the service reads no new request, so a client that stalls gets its own writes
 blocked instead of the service buffering without limit. Meanwhile progress reports that
