@@ -139,10 +139,10 @@ class NonBlockingOutput:
     full (``EAGAIN``), then waits for room. A pipe smaller than ``OUTPUT_PIPE_BYTES`` is
     grown to it where the system allows (Linux ``F_SETPIPE_SZ``): what one loop turn can
     write is what the pipe holds, and a loop busy with a large batch turns slowly. The
-    descriptor's own file description, which
-    may be shared with other processes (a parent's terminal), keeps its blocking mode.
-    Anything else (a terminal, a regular file, ``/dev/null``, a system without
-    ``/proc``) is written as ``DescriptorIO.write`` writes it.
+    descriptor's own file description, which may be shared with other processes (a
+    parent's terminal), keeps its blocking mode. Anything else (a terminal, a regular
+    file, ``/dev/null``, a system without ``/proc``) is written as ``DescriptorIO.write``
+    writes it.
 
     ``close()`` releases the private description (so a reader sees the end of the stream
     once the caller closes ``fd``); ``fd`` itself is never closed.
@@ -201,9 +201,11 @@ class NonBlockingOutput:
 
 
 def _reopen_nonblocking(fd: int) -> int:
-    """A new non-blocking write description of the pipe ``fd`` is, or ``-1``."""
-    if not os.get_blocking(fd):
-        return os.dup(fd)  # already non-blocking: nothing to leave alone
+    """A new non-blocking write description of the pipe ``fd`` is, or ``-1``.
+
+    Never a duplicate of ``fd``, even when it is non-blocking already: whoever shares its
+    description could make it blocking again, and then a large write would block the loop.
+    """
     try:
         private = os.open(
             f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
