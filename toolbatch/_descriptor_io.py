@@ -5,23 +5,38 @@ messages here. A descriptor may be a pipe, a socket or a terminal (the event loo
 readiness), or a regular file or ``/dev/null`` (which the event loop cannot watch, and
 which never block: they are read and written directly). So ``toolbatch acp < requests.jsonl
 > replies.jsonl`` works like a pipe does. The descriptors' blocking mode is left alone:
-they may be shared with the parent's terminal.
+they may be shared with the parent's terminal. ``NonBlockingOutput`` writes a pipe or a socket
+as much as it takes per wake-up without changing that mode: it writes through a
+non-blocking file description of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import select
+import socket
 import stat
 from typing import Final
 
 import anyio
 import anyio.lowlevel
 
-__all__ = ["OVERSIZED", "READ_CHUNK_BYTES", "DescriptorIO", "LineSplitter", "Oversized"]
+__all__ = [
+    "OVERSIZED",
+    "READ_CHUNK_BYTES",
+    "DescriptorIO",
+    "LineSplitter",
+    "NonBlockingOutput",
+    "Oversized",
+]
 
 READ_CHUNK_BYTES: Final = 1 * 2**20
 """The most one read takes (a regular file is read this much per event-loop turn)."""
+OUTPUT_PIPE_BYTES: Final = 1 * 2**20
+"""``NonBlockingOutput`` grows a smaller output pipe to this (Linux's default
+``pipe-max-size``): one event-loop turn can then write this much, however long the turn."""
 
 
 class Oversized:
@@ -107,8 +122,129 @@ class DescriptorIO:
         size = select.PIPE_BUF if self._pollable else len(data)
         return os.write(self.fd, data[:size])
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Write all of ``data``."""
         view = memoryview(data)
         while view:
             view = view[await self.write_some(view) :]
+
+
+class NonBlockingOutput:
+    """Writes a descriptor as fast as its reader takes the data, without blocking the loop.
+
+    ``DescriptorIO.write`` can only write ``PIPE_BUF`` bytes per wake-up to a blocking pipe
+    (more might block the whole event loop). Here a pipe or FIFO is written through a
+    private, non-blocking open file description of the same pipe (``/proc/self/fd/N``), and
+    a stream socket with ``MSG_DONTWAIT``: each wake-up writes until the pipe or socket is
+    full (``EAGAIN``), then waits for room. A pipe smaller than ``OUTPUT_PIPE_BYTES`` is
+    grown to it where the system allows (Linux ``F_SETPIPE_SZ``): what one loop turn can
+    write is what the pipe holds, and a loop busy with a large batch turns slowly. The
+    descriptor's own file description, which may be shared with other processes (a
+    parent's terminal), keeps its blocking mode. Anything else (a terminal, a regular
+    file, ``/dev/null``, a system without ``/proc``) is written as ``DescriptorIO.write``
+    writes it.
+
+    ``close()`` releases the private description (so a reader sees the end of the stream
+    once the caller closes ``fd``); ``fd`` itself is never closed.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._fallback = DescriptorIO(fd)
+        self._private = -1
+        self._socket: socket.socket | None = None
+        if self._fallback.regular_file:
+            return
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode):
+            self._private = _reopen_nonblocking(fd)
+            if self._private >= 0:
+                _grow_pipe(self._private, OUTPUT_PIPE_BYTES)
+        elif stat.S_ISSOCK(mode):
+            self._socket = _stream_socket(fd)
+
+    @property
+    def nonblocking(self) -> bool:
+        """Whether writes go through a non-blocking path (else ``PIPE_BUF`` per wake-up)."""
+        return self._private >= 0 or self._socket is not None
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Write all of ``data``: as much per wake-up as the descriptor takes."""
+        if not self.nonblocking:
+            await self._fallback.write(data)
+            return
+        await anyio.lowlevel.checkpoint()  # cancellable and fair even when nothing blocks
+        with memoryview(data) as whole:
+            view = whole
+            while view:
+                try:
+                    if self._socket is not None:
+                        written = self._socket.send(view, socket.MSG_DONTWAIT)
+                    else:
+                        written = os.write(self._private, view)
+                except BlockingIOError:
+                    await anyio.wait_writable(self._waitable())
+                    continue
+                view = view[written:]
+
+    def _waitable(self) -> int:
+        return self._socket.fileno() if self._socket is not None else self._private
+
+    def close(self) -> None:
+        """Release the private description or socket (``fd`` stays open)."""
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        if self._private >= 0:
+            os.close(self._private)
+            self._private = -1
+
+
+def _reopen_nonblocking(fd: int) -> int:
+    """A new non-blocking write description of the pipe ``fd`` is, or ``-1``.
+
+    Never a duplicate of ``fd``, even when it is non-blocking already: whoever shares its
+    description could make it blocking again, and then a large write would block the loop.
+    """
+    try:
+        private = os.open(
+            f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+        )
+    except OSError:  # no /proc, no reader left (ENXIO), no permission: write as before
+        return -1
+    mine, theirs = os.fstat(private), os.fstat(fd)
+    if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+        os.close(private)
+        return -1
+    return private
+
+
+def _grow_pipe(fd: int, size: int) -> None:
+    """Grow the pipe ``fd`` to ``size`` bytes when it is smaller and the system lets it."""
+    get_size = getattr(fcntl, "F_GETPIPE_SZ", None)
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if get_size is None or set_size is None:
+        return
+    with contextlib.suppress(OSError):  # over a user's pipe quota: keep the pipe's size
+        if fcntl.fcntl(fd, get_size) < size:
+            fcntl.fcntl(fd, set_size, size)
+
+
+def _stream_socket(fd: int) -> socket.socket | None:
+    """A socket object on a duplicate of the stream socket ``fd``, or ``None``.
+
+    The duplicate shares ``fd``'s file description, so its blocking mode must not change:
+    a socket object only leaves it alone when there is no default timeout.
+    """
+    if socket.getdefaulttimeout() is not None or not hasattr(socket, "MSG_DONTWAIT"):
+        return None
+    duplicate = os.dup(fd)
+    try:
+        sock = socket.socket(fileno=duplicate)
+    except OSError:
+        os.close(duplicate)
+        return None
+    if sock.type != socket.SOCK_STREAM:
+        sock.close()
+        return None
+    return sock

@@ -9,11 +9,15 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.cli._support import TOOLBATCH, Service
 from tests.service.test_service import shell, wait_for_statuses
+from toolbatch import Registry, SchedulerConfig, ToolScheduler, tool
 from toolbatch._json_limits import MAX_JSON_DEPTH
+from toolbatch.cli import _SchedulerBackend
+from toolbatch.service import _service, serve
 
 DEEP = b"[" * 1_000 + b"]" * 1_000
 
@@ -162,3 +166,42 @@ async def test_the_streamed_answer_is_the_batch_result_byte_for_byte() -> None:
     )
     whole = dumps_json_line({"jsonrpc": "2.0", "id": "r1", "result": batch_result(turn)}) + "\n"
     assert "".join(_streamed_answer("r1", turn)) == whole
+
+
+async def test_a_reader_that_never_reads_does_not_keep_serve_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Input ends while the output pipe is full and unread: once the batch has answered,
+    ``serve`` waits out the grace and returns, its output descriptor open and blocking."""
+
+    @tool
+    async def noop() -> str:
+        """Answer "ok"."""
+        return "ok"
+
+    monkeypatch.setattr(_service, "SHUTDOWN_GRACE_S", 0.5)
+    calls = [{"id": f"c{i}", "name": "noop", "args": {}} for i in range(10_000)]
+    request = {"jsonrpc": "2.0", "id": 1, "method": "batch/run", "params": {"calls": calls}}
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(json.dumps(request).encode() + b"\n")  # read whole, then EOF
+    request_fd = os.open(requests, os.O_RDONLY)
+    answer_read, answer_write = os.pipe()
+    try:
+        config = SchedulerConfig(batch_budget=None, artifacts_dir=tmp_path)
+        async with ToolScheduler(Registry([noop]), config) as scheduler:
+            backend = _SchedulerBackend(scheduler, default_budget=None)
+            with anyio.fail_after(60):  # 3 MB of progress, and nobody reads the pipe
+                await serve(backend, input_fd=request_fd, output_fd=answer_write)
+        assert os.get_blocking(answer_write)
+        os.close(answer_write)  # the caller's descriptor was the last writer: EOF follows
+        answer_write = -1
+        with os.fdopen(answer_read, "rb") as answers:
+            answer_read = -1
+            written = answers.read()
+    finally:
+        for fd in (request_fd, answer_read, answer_write):
+            if fd >= 0:
+                os.close(fd)
+    lines = written.split(b"\n")[:-1]  # what the pipe held: whole lines, then a torn one
+    assert [json.loads(line)["params"]["status"] for line in lines[:3]] == ["queued"] * 3
+    assert all(json.loads(line)["method"] == "batch/progress" for line in lines)

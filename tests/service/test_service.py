@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import uuid
@@ -392,6 +393,64 @@ def test_parse_batch_accepts_a_bare_list_and_resolves_the_budget() -> None:
     assert batch.resolve_budget(1_000) == 1_000
     assert parse_batch({"calls": [], "budget": 0}).resolve_budget(1_000) is None
     assert parse_batch({"calls": [], "budget": 50}).resolve_budget(1_000) == 50
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param({"calls": []}, id="empty"),
+        pytest.param(
+            {
+                "calls": [
+                    {"id": "a", "name": "run_shell_command", "args": {"command": "ls"}},
+                    {"id": "a", "name": "t"},
+                    {"id": "b", "name": "t", "args": {"n": [1, {"x": None}]}},
+                ],
+                "budget": 50,
+            },
+            id="calls-and-budget",
+        ),
+    ],
+)
+def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str, Any]) -> None:
+    """The fast path builds calls equal to the validated ones: dumped, copied, pickled alike."""
+    from toolbatch._wire import trusted_call
+    from toolbatch.service._service import _plain_batch
+
+    plain = _plain_batch(params)
+    assert plain is not None
+    calls, budget = plain
+    batch = parse_batch(params)
+    assert budget == batch.budget
+    validated = batch.tool_calls()
+    assert calls == validated
+    assert [call.model_dump_json() for call in calls] == [c.model_dump_json() for c in validated]
+    trusted = [trusted_call(c.id, c.name, c.args, c.ordinal) for c in validated]
+    assert [call.model_fields_set for call in calls] == [c.model_fields_set for c in trusted]
+    assert [repr(call) for call in calls] == [repr(call) for call in validated]
+    assert pickle.loads(pickle.dumps(calls)) == validated
+    assert [call.model_copy(update={"ordinal": 9}).ordinal for call in calls] == [9] * len(calls)
+    assert [call.ordinal for call in calls] == list(range(len(calls)))
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param({"calls": [{"id": 1, "name": "t"}]}, id="numeric-id"),
+        pytest.param({"calls": [{"id": "a", "name": "t", "extra": 1}]}, id="extra-key"),
+        pytest.param({"calls": [{"id": "a", "name": "t", "args": []}]}, id="list-args"),
+        pytest.param({"calls": [], "budget": -1}, id="negative-budget"),
+        pytest.param({"calls": [], "budget": True}, id="bool-budget"),
+        pytest.param({"calls": [], "other": 1}, id="extra-param"),
+    ],
+)
+def test_params_of_any_other_shape_take_the_validating_path(params: dict[str, Any]) -> None:
+    """Anything the fast path is not sure of goes to parse_batch, which names the problem."""
+    from toolbatch.service._service import _plain_batch
+
+    assert _plain_batch(params) is None
+    with pytest.raises(ConfigError):
+        parse_batch(params)
 
 
 async def test_serve_in_process_over_pipes_with_progress_from_a_worker_thread(
