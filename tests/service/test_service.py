@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from tests.cli._support import TOOLBATCH, Service, processes_with, write_mcp_config
-from toolbatch import Registry, SchedulerConfig, ToolScheduler, tool
+from toolbatch import Registry, SchedulerConfig, ToolCall, ToolScheduler, tool
 from toolbatch.cli import _SchedulerBackend
 from toolbatch.errors import ConfigError
 from toolbatch.producers import ProducerContext
@@ -414,7 +414,6 @@ def test_parse_batch_accepts_a_bare_list_and_resolves_the_budget() -> None:
 )
 def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str, Any]) -> None:
     """The fast path builds calls equal to the validated ones: dumped, copied, pickled alike."""
-    from toolbatch._wire import trusted_call
     from toolbatch.service._service import _plain_batch
 
     plain = _plain_batch(params)
@@ -425,8 +424,7 @@ def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str,
     validated = batch.tool_calls()
     assert calls == validated
     assert [call.model_dump_json() for call in calls] == [c.model_dump_json() for c in validated]
-    trusted = [trusted_call(c.id, c.name, c.args, c.ordinal) for c in validated]
-    assert [call.model_fields_set for call in calls] == [c.model_fields_set for c in trusted]
+    assert all(call.model_fields_set == set(ToolCall.model_fields) for call in calls)
     assert [repr(call) for call in calls] == [repr(call) for call in validated]
     assert pickle.loads(pickle.dumps(calls)) == validated
     assert [call.model_copy(update={"ordinal": 9}).ordinal for call in calls] == [9] * len(calls)

@@ -112,6 +112,7 @@ from toolbatch._wire import (
     ToolDeclaration,
     Turn,
     parts_adapter,
+    trusted_call,
 )
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import budget_from_wire
@@ -346,35 +347,8 @@ def _plain_batch(params: dict[str, Any]) -> tuple[list[ToolCall], int | None] | 
         call_id, name, args = call.get("id"), call.get("name"), call.get("args", {})
         if type(call_id) is not str or type(name) is not str or type(args) is not dict:
             return None
-        built.append(_attribute_call(call_id, names.setdefault(name, name), args, index))
+        built.append(trusted_call(call_id, names.setdefault(name, name), args, index))
     return built, budget
-
-
-_set_attribute = object.__setattr__
-_CALL_FIELDS_SET: Final = set(ToolCall.model_fields)
-"""Every field of a ``ToolCall``: set on each call ``_attribute_call`` makes (pydantic copies
-the set before any update, and frozen models never make one)."""
-
-
-def _attribute_call(call_id: str, name: str, args: dict[str, JsonValue], ordinal: int) -> ToolCall:
-    """``trusted_call(call_id, name, args, ordinal)``, with its fields set one by one.
-
-    The same model (equal, dumped, copied and pickled alike), but CPython keeps fields set
-    as attributes in the object, against one table of keys for the class, where
-    ``trusted_call`` gives each call a dict of its own: the calls of a 100,000-call batch
-    take 19 MiB less.
-    """
-    call = ToolCall.__new__(ToolCall)
-    _set_attribute(call, "id", call_id)
-    _set_attribute(call, "name", name)
-    _set_attribute(call, "args", args)
-    _set_attribute(call, "ordinal", ordinal)
-    _set_attribute(call, "prompt_id", None)
-    _set_attribute(call, "invalid", None)
-    _set_attribute(call, "__pydantic_fields_set__", _CALL_FIELDS_SET)
-    _set_attribute(call, "__pydantic_extra__", None)
-    _set_attribute(call, "__pydantic_private__", None)
-    return call
 
 
 def _dump_parts(parts: Sequence[Part]) -> list[JsonValue]:
