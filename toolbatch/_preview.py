@@ -266,7 +266,7 @@ def fit_text(text: str, limit: int, *, paths: Sequence[str] = ()) -> str:
     """``text`` itself when it fits ``limit``, else its preview (see :func:`fit_excerpt`)."""
     if len(text) <= limit:
         return text
-    return fit_excerpt(Excerpt.of(text), limit, paths=paths)[0]
+    return cut_text(text, limit, paths)[0]
 
 
 def make_preview(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> Preview:
