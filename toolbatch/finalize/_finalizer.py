@@ -489,7 +489,7 @@ def _rebuild(
         if deciding:
             decided_now += 1
             files = (written[owner],) if owner in written else ()
-        paths = [os.fspath(path) for path in files] if files else []
+        paths: Sequence[str] = [os.fspath(path) for path in files] if files else ()
         parts = response.parts
         first = bounds[group]
         if response.finalize_state is None and bounds[group + 1] - first == 1:
@@ -530,7 +530,7 @@ def _refit(
     cuts: _Cuts,
     start: int,
     end: int,
-    paths: list[str],
+    paths: Sequence[str],
 ) -> tuple[list[Part], object, int]:
     """Fit a response's cut slots (indices ``cut``, its slots ``start:end``) in general.
 

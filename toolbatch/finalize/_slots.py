@@ -273,13 +273,12 @@ def measure_batch(
     ends: list[int] = []
     for response in responses:
         parts = response.parts
-        success = response.status == "success"
         if len(parts) == 1 and type(part := parts[0]) is FunctionResponsePart:
             body = part.function_response.response
             if (
                 len(body) == 1
                 and type(output := body.get("output")) is str
-                and not (success and response.name in lifecycle)
+                and (response.name not in lifecycle or response.status != "success")
             ):
                 texts.append(output)
                 places.append(FIRST_OUTPUT)
@@ -292,7 +291,7 @@ def measure_batch(
             include_top_level_text=True,
             lifecycle=lifecycle,
             tool=response.name,
-            success=success,
+            success=response.status == "success",
         )
         ends.append(len(texts))
     return texts, places, ends
