@@ -8,7 +8,10 @@ on the whole batch before hooks see it and again after. A pass:
    per-part cap, are saved and replaced by a text reference naming the file;
 2. measures every text slot, water-fills the budget across them, persists each cut
    response that has no persistence decision yet (once, with bounded concurrency), then
-   fits the cut slots without I/O, so the cap holds whatever the disk did.
+   fits the cut slots without I/O, so the cap holds whatever the disk did. The batch is
+   kept as plain lists (slot texts, places, lengths); only the cut slots are fitted and
+   each cut response is rebuilt once, from values already valid. Both synchronous
+   stretches run with the cyclic garbage collector paused (see ``_collector``).
 
 Persistence has a deadline: what is not written by then is treated as unsaved (the
 response is cut without a file reference, still within budget).
@@ -60,10 +63,10 @@ from toolbatch.finalize._slots import (
     FittedSlot,
     OutputCut,
     Place,
-    edit_part,
     edit_parts,
     fitted_at,
     measure_batch,
+    merge_fits,
     state_of,
 )
 from toolbatch.telemetry import note_cuts
@@ -508,7 +511,7 @@ def _rebuild(
                 parts[0] = replace_function_response(part, body)
                 new_state: object = OutputCut(preview, head, tail, length)
             else:
-                parts = edit_part(parts, place, preview)
+                parts = edit_parts(parts, [(place, preview)])
                 excerpt = Excerpt(head, tail, length)
                 new_state = FinalizeState((FittedSlot(place[0], place[1], preview, excerpt),))
         else:
@@ -557,18 +560,15 @@ def _refit(
         saved += len(text) - len(preview)
         edits.append((place, preview))
         fits.append(FittedSlot(part, field, preview, excerpt))
-    media_checked = state is not None and state.media_checked
-    parts = edit_parts(response.parts, edits)
-    if known is not None:
-        earlier = [
+    earlier = (
+        [
             fitted
             for text, (part, field, _) in zip(texts[start:end], places[start:end], strict=True)
             if (fitted := fitted_at(known, part, field, text)) is not None
         ]
-        if earlier:
-            new = {(fitted.part, fitted.field): fitted for fitted in fits}
-            for fitted in earlier:
-                new.setdefault((fitted.part, fitted.field), fitted)
-            merged = tuple(new[key] for key in sorted(new))
-            return parts, FinalizeState(merged, media_checked), saved
-    return parts, FinalizeState(tuple(fits), media_checked), saved  # fits in slot order
+        if known is not None
+        else []
+    )
+    media_checked = state is not None and state.media_checked
+    new_state = merge_fits(earlier, fits, media_checked=media_checked)
+    return edit_parts(response.parts, edits), new_state, saved

@@ -26,6 +26,7 @@ from toolbatch._wire import (
     compact_json,
     model_text_length,
     replace_field,
+    replace_function_response,
 )
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._fit import Excerpt, Preview, fit_excerpt
@@ -40,12 +41,12 @@ __all__ = [
     "SlotField",
     "collect_slots",
     "cut_slots",
-    "edit_part",
     "edit_parts",
     "fit_slot",
     "fitted_at",
     "measure_batch",
     "measure_slots",
+    "merge_fits",
     "merge_state",
     "rebuild_parts",
     "response_text_length",
@@ -180,22 +181,20 @@ def fitted_at(
     return fitted
 
 
-def _output_text(body: Mapping[str, object]) -> tuple[str, bool] | None:
-    """The output slot's text and whether it is folded, or ``None`` when there is none."""
-    others = [key for key in body if key not in RESPONSE_TEXT_KEYS]
-    has_output = "output" in body
-    output = body.get("output")
-    if not others:
-        if not has_output:
-            return None
-        if isinstance(output, str):
-            return output, False
-        return compact_json(output), True
-    folded = compact_json({key: body[key] for key in others})
-    if not has_output:
-        return folded, True
+def _folded_text(body: Mapping[str, object]) -> str:
+    """The output slot's text of a body with keys besides ``output`` and ``error``.
+
+    The output (its compact JSON when structured), a newline and the compact JSON of an
+    object holding the other keys; or that JSON alone when there is no output.
+    """
+    folded = compact_json(
+        {key: value for key, value in body.items() if key not in RESPONSE_TEXT_KEYS}
+    )
+    if "output" not in body:
+        return folded
+    output = body["output"]
     text = output if isinstance(output, str) else compact_json(output)
-    return text + "\n" + folded, True
+    return text + "\n" + folded
 
 
 def measure_slots(
@@ -236,10 +235,7 @@ def measure_slots(
                 continue
             output = body.get("output", _MISSING)
             if len(body) != (output is not _MISSING) + (error is not _MISSING):
-                # Other keys: folded into the output slot (see _output_text).
-                found = _output_text(body)
-                assert found is not None
-                texts.append(found[0])
+                texts.append(_folded_text(body))  # other keys: folded into the output slot
                 places.append((index, "output", True))
             elif isinstance(output, str):
                 texts.append(output)
@@ -379,14 +375,6 @@ def edit_parts(parts: Sequence[Part], edits: Iterable[tuple[Place, str]]) -> lis
     return rebuilt
 
 
-def edit_part(parts: Sequence[Part], place: Place, text: str) -> list[Part]:
-    """:func:`edit_parts` with one edit (most cut responses)."""
-    rebuilt = list(parts)
-    index, field, folded = place
-    rebuilt[index] = _edited(rebuilt[index], field, folded, text)
-    return rebuilt
-
-
 def _edited(part: Part, field: SlotField, folded: bool, text: str) -> Part:
     if isinstance(part, FunctionResponsePart):
         function_response = part.function_response
@@ -399,9 +387,7 @@ def _edited(part: Part, field: SlotField, folded: bool, text: str) -> Part:
         else:
             body = function_response.response.copy()
         body[field] = text
-        return replace_field(
-            part, "function_response", replace_field(function_response, "response", body)
-        )
+        return replace_function_response(part, body)
     if isinstance(part, TextPart):
         return replace_field(part, "text", text)
     return part
@@ -416,6 +402,14 @@ def merge_state(
     against the current text); ``fits`` are the fits made in this pass.
     """
     earlier = [slot.fitted for slot in slots if slot.fitted is not None]
+    return merge_fits(earlier, fits, media_checked=media_checked)
+
+
+def merge_fits(
+    earlier: Sequence[FittedSlot], fits: Iterable[FittedSlot], *, media_checked: bool
+) -> FinalizeState:
+    """The new state from ``earlier`` fits whose slot still holds them and this pass's ``fits``
+    (in slot order): one fit per place, this pass's where both have one, in place order."""
     if not earlier:
         return FinalizeState(tuple(fits), media_checked)  # fits come in slot order
     new = {(fitted.part, fitted.field): fitted for fitted in fits}
