@@ -452,10 +452,15 @@ def _plan_cuts(same: list[ToolCallResponse], limit: int, lifecycle: frozenset[st
         return None
     allocation = allocate_budget(lengths, limit)
     cut = list(compress(range(len(lengths)), map(gt, lengths, allocation)))
+    count = len(cut)
+    if len(ends) == len(texts) and ends == list(range(1, len(ends) + 1)):
+        # One slot per response (the usual batch): slot i is response i's.
+        return _Cuts(
+            texts, places, ends, lengths, allocation, cut, cut, list(range(count + 1)), before
+        )
     owners: list[int] = []
     bounds: list[int] = []
     first = 0
-    count = len(cut)
     while first < count:
         owner = bisect_right(ends, cut[first])
         owners.append(owner)
