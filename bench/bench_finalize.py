@@ -42,7 +42,7 @@ from toolbatch import (
     ToolCallResponse,
     ToolResult,
 )
-from toolbatch._wire import replace_function_response, replace_values
+from toolbatch._wire import replace_finalized, replace_function_response
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, finalize_tool_responses
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._fit import fit_text
@@ -423,7 +423,7 @@ def _time_copies(batch: list[ToolCallResponse], previews: list[str]) -> float:
         assert isinstance(part, FunctionResponsePart)
         body = {**part.function_response.response, "output": preview}
         parts: list[Part] = [replace_function_response(part, body)]
-        copies.append(replace_values(response, {"parts": parts, "persisted_output_files": ()}))
+        copies.append(replace_finalized(response, parts, None, ()))
     elapsed = time.perf_counter() - started
     assert len(copies) == len(batch)
     return elapsed

@@ -53,8 +53,8 @@ __all__ = [
     "parts_adapter",
     "replace_field",
     "replace_fields",
+    "replace_finalized",
     "replace_function_response",
-    "replace_values",
 ]
 
 _PART_CONFIG: Final = ConfigDict(
@@ -502,6 +502,9 @@ _FUNCTION_RESPONSE_FIELDS: Final = _FIELDS_SET.setdefault(
 _FUNCTION_RESPONSE_PART_FIELDS: Final = _FIELDS_SET.setdefault(
     FunctionResponsePart, set(FunctionResponsePart.model_fields)
 )
+_RESPONSE_FIELDS: Final = _FIELDS_SET.setdefault(
+    ToolCallResponse, set(ToolCallResponse.model_fields)
+)
 
 
 def replace_field(model: _M, name: str, value: Any) -> _M:
@@ -523,17 +526,24 @@ def replace_field(model: _M, name: str, value: Any) -> _M:
     return instance
 
 
-def replace_values(model: _M, changes: Mapping[str, Any]) -> _M:
-    """:func:`replace_fields` with the changes as a mapping (the finalizer's hot path)."""
-    values = model.__dict__.copy()
-    values.update(changes)
-    cls = type(model)
-    instance: _M = _new_instance(cls)
+def replace_finalized(
+    response: ToolCallResponse,
+    parts: list[Part],
+    finalize_state: object,
+    persisted_output_files: tuple[Path, ...] | None,
+) -> ToolCallResponse:
+    """A copy of ``response`` with the three fields a finalizer pass sets, unvalidated.
+
+    ``replace_fields`` for values the finalizer made (``content_length`` follows
+    ``parts``), without merging keyword arguments: its hot path, one per cut response.
+    """
+    values = response.__dict__.copy()
+    values["parts"] = parts
+    values["finalize_state"] = finalize_state
+    values["persisted_output_files"] = persisted_output_files
+    instance = _new_instance(ToolCallResponse)
     _set_values(instance, values)
-    fields_set = _FIELDS_SET.get(cls)
-    if fields_set is None:
-        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    _set_fields_set(instance, fields_set)
+    _set_fields_set(instance, _RESPONSE_FIELDS)
     _set_extra(instance, None)
     _set_private(instance, None)
     return instance

@@ -40,8 +40,8 @@ from toolbatch._wire import (
     TextPart,
     ToolCallResponse,
     replace_fields,
+    replace_finalized,
     replace_function_response,
-    replace_values,
 )
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
@@ -524,11 +524,7 @@ def _rebuild(
                 response, cut[first : bounds[group + 1]], cuts, *cuts.slots_of(owner), paths
             )
             after -= saved
-        if deciding:
-            changes = {"parts": parts, "finalize_state": new_state, "persisted_output_files": files}
-        else:
-            changes = {"parts": parts, "finalize_state": new_state}
-        finalized[owner] = replace_values(response, changes)
+        finalized[owner] = replace_finalized(response, parts, new_state, files)
     return finalized, after, decided_now
 
 
