@@ -14,7 +14,7 @@
     of 500 characters each, no store) against a plain-Python water-fill plus head/tail fit
     over the same lengths (lists of ints and strings, no models), alternately in the same
     run, with the garbage collector on (issue 18: at most 3x); the same with it off is a
-    diagnostic.
+    diagnostic, and so is the cost of the response copies alone (previews given).
 """
 
 from __future__ import annotations
@@ -34,9 +34,18 @@ import structlog
 import structlog.testing
 
 from bench._report import Row, Target
-from toolbatch import ArtifactStore, ToolCall, ToolCallResponse, ToolResult
+from toolbatch import (
+    ArtifactStore,
+    FunctionResponsePart,
+    Part,
+    ToolCall,
+    ToolCallResponse,
+    ToolResult,
+)
+from toolbatch._wire import replace_finalized, replace_function_response
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, finalize_tool_responses
 from toolbatch.finalize._allocation import allocate_budget
+from toolbatch.finalize._collector import collector_paused
 from toolbatch.finalize._fit import fit_text
 
 AREA = "finalize"
@@ -361,6 +370,18 @@ def _bench_cut_slots(quick: bool) -> list[Row]:
         ours_off, plain_off = measure()
     finally:
         gc.enable()
+    # What any finalizer returning new responses pays at least: the three trusted copies
+    # of each cut response (response, part, function response) with its preview already
+    # made, no measuring, fitting or state; GC on but paused over the copies as the
+    # finalizer does (the young collection after the pause counted), next to the same
+    # plain baseline.
+    previews = _plain_waterfill_and_fit(texts, budget)
+    copies_runs: list[float] = []
+    plain_again: list[float] = []
+    for _ in range(repeats):
+        copies_runs.append(_time_copies(batch, previews))
+        plain_again.append(plain())
+    copies_on, plain_copies = statistics.median(copies_runs), statistics.median(plain_again)
     label = f"(d) 10,000 cut slots ({count * chars // 1_000_000} MB, no store)"
     return [
         Row(
@@ -384,7 +405,33 @@ def _bench_cut_slots(quick: bool) -> list[Row]:
             ratio=ours_off / plain_off,
             target="diagnostic (what cyclic GC costs)",
         ),
+        Row(
+            area=AREA,
+            name="(d) diagnostic: the 10,000 response copies alone, GC on",
+            value=copies_on * 1e3,
+            unit="ms",
+            baseline="plain-Python water-fill + head/tail fit, same lengths",
+            baseline_value=plain_copies * 1e3,
+            ratio=copies_on / plain_copies,
+            target="diagnostic (3 model copies per cut response, previews given, GC paused)",
+        ),
     ]
+
+
+def _time_copies(batch: list[ToolCallResponse], previews: list[str]) -> float:
+    started = time.perf_counter()
+    with collector_paused():  # as the finalizer builds them
+        copies = []
+        for response, preview in zip(batch, previews, strict=True):
+            part = response.parts[0]
+            assert isinstance(part, FunctionResponsePart)
+            body = {**part.function_response.response, "output": preview}
+            parts: list[Part] = [replace_function_response(part, body)]
+            copies.append(replace_finalized(response, parts, None, ()))
+    kept = [copies]  # the first allocation after the pause: the young collection runs here
+    elapsed = time.perf_counter() - started
+    assert len(kept[0]) == len(batch)
+    return elapsed
 
 
 def _time_finalize_with(batch: list[ToolCallResponse], budget: int) -> float:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbatch._preview import TRUNCATION_HEADER, Excerpt, fit_excerpt
+from tests import strategies
+from toolbatch._preview import TRUNCATION_HEADER, Excerpt, cut_text, fit_excerpt, fit_text
 
 texts = st.text(min_size=1, max_size=3_000)
 notes = st.lists(st.text(st.characters(blacklist_characters="\n"), max_size=40), max_size=3)
@@ -34,3 +35,31 @@ def test_a_preview_never_exceeds_its_limit_and_ends_with_its_trailer(
     direct, _ = fit_excerpt(source, limit // 2, paths=["/artifacts/a.txt"])
     assert len(again) <= limit // 2
     assert again.count(TRUNCATION_HEADER) == direct.count(TRUNCATION_HEADER)
+
+
+@given(
+    text=strategies.texts(),
+    limit=st.integers(-2, 4_000),
+    paths=st.lists(st.sampled_from(["/artifacts/a.txt", "/x/" + "long/" * 40]), max_size=2),
+)
+def test_cut_text_is_the_preview_of_the_complete_text(
+    text: str, limit: int, paths: list[str]
+) -> None:
+    """The finalizer's fast cut writes exactly what fit_excerpt writes, and keeps its ends."""
+    preview, head, tail = cut_text(text, limit, paths)
+    expected, kept = fit_excerpt(Excerpt.of(text), limit, paths=paths)
+    assert (preview, head, tail) == (expected, kept.head, kept.tail)
+    if len(text) > limit:
+        assert fit_text(text, limit, paths=paths) == expected
+
+
+def test_a_cut_text_preview_is_pinned() -> None:
+    """The one format, character for character: header, path, blank line, head, marker, tail."""
+    text = "".join(f"line {i}\n" for i in range(100))
+    preview, head, tail = cut_text(text, 160, ["/a/out.txt"])
+    assert preview == (
+        "Tool output truncated.\nFull output: /a/out.txt\n\n"
+        "line 0\nline 1\nl\n[... 712 characters omitted ...]\n"
+        "ine 92\nline 93\nline 94\nline 95\nline 96\nline 97\nline 98\nline 99\n"
+    )
+    assert (head, tail) == ("line 0\nline 1\nl", text[-63:])

@@ -34,6 +34,7 @@ __all__ = [
     "Excerpt",
     "Preview",
     "Unit",
+    "cut_text",
     "fit_excerpt",
     "fit_text",
     "make_preview",
@@ -56,6 +57,15 @@ counted in bytes (it may never pass through Python whole); text in code points."
 def omission_marker(omitted: int, unit: Unit = "characters") -> str:
     """The line between head and tail, naming how much was left out."""
     return f"\n[... {omitted:,} {unit} omitted ...]\n"
+
+
+_MARKER_CHARS: Final = len(omission_marker(0)) - 1
+"""The omission marker's length in characters, less the digits of its count."""
+_HEADER_CHARS: Final = len(TRUNCATION_HEADER)
+_SEPARATOR_CHARS: Final = len(PREVIEW_SEPARATOR)
+_LOW: Final = "\udc00"
+_LOW_END: Final = "\udfff"
+"""The low surrogates: a cut just before one may separate it from its high surrogate."""
 
 
 def unsaved_note(reason: str) -> str:
@@ -117,11 +127,11 @@ class Preview:
     excerpt: Excerpt
 
 
-def _header(source: Excerpt, limit: int, paths: Sequence[str]) -> str:
+def _header(paths: Sequence[str], notes: Sequence[str], limit: int) -> str:
+    if not paths and not notes:
+        return TRUNCATION_HEADER
     header = TRUNCATION_HEADER
-    for line in [ARTIFACT_LINE_PREFIX + path for path in paths] + [
-        "\n" + note for note in source.notes
-    ]:
+    for line in [ARTIFACT_LINE_PREFIX + path for path in paths] + ["\n" + note for note in notes]:
         if len(header) + len(line) <= limit:
             header += line
     return header
@@ -142,48 +152,121 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
 
     ``source`` must not fit ``limit`` (use :func:`fit_text` for text that might).
     """
+    preview, head, tail = _fit(
+        source.head,
+        source.tail,
+        source.length,
+        source.unit,
+        source.notes,
+        source.trailer,
+        limit,
+        paths,
+    )
+    return preview, source.keeping(head, tail)
+
+
+def cut_text(text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, str, str]:
+    """The preview of a complete ``text`` that does not fit ``limit``, with the ends it kept.
+
+    The same preview as ``fit_excerpt(Excerpt.of(text), limit, paths=paths)`` (no notes, no
+    trailer, counted in characters), without making either excerpt: returns ``(preview,
+    head, tail)``, so a caller that keeps the excerpt builds it once (the finalizer's hot
+    path, one call per cut slot).
+    """
+    # Written for speed (one call per cut slot of a batch): no min/max, constant lengths.
+    if limit <= _HEADER_CHARS:
+        return (TRUNCATION_HEADER[:limit] if limit > 0 else ""), "", ""
+    if paths:
+        header = _header(paths, (), limit)
+        room = limit - len(header) - _SEPARATOR_CHARS
+        if room <= 0:
+            return header, "", ""
+    else:
+        header = TRUNCATION_HEADER
+        room = limit - _HEADER_CHARS - _SEPARATOR_CHARS
+    length = len(text)
+    digits = len(str(length))
+    content = room - _MARKER_CHARS - digits - (digits - 1) // 3  # less the marker's room
+    if content > 0:
+        head_size = content // HEAD_DIVISOR
+        # safe_suffix and safe_prefix, inline.
+        start = length - (content - head_size)
+        if start <= 0:
+            start = 0
+        elif start < length and _LOW <= text[start] <= _LOW_END and _is_high(text[start - 1]):
+            start += 1
+        if start < length:
+            tail = text[start:]
+            if head_size >= length:
+                head_size = length
+            elif head_size > 0 and _LOW <= text[head_size] <= _LOW_END:
+                head_size -= _is_high(text[head_size - 1])
+            head = text[:head_size]
+            omitted = start - head_size if start > head_size else 0
+            # header + PREVIEW_SEPARATOR + head + omission_marker(omitted) + tail, built once
+            preview = f"{header}\n\n{head}\n[... {omitted:,} characters omitted ...]\n{tail}"
+            return preview, head, tail
+    head = safe_prefix(text, room)
+    return (header + PREVIEW_SEPARATOR + head if head else header), head, ""
+
+
+def _is_high(char: str) -> bool:
+    return "\ud800" <= char <= "\udbff"
+
+
+def _fit(
+    head_source: str,
+    tail_source: str,
+    length: int,
+    unit: Unit,
+    notes: Sequence[str],
+    trailer: str,
+    limit: int,
+    paths: Sequence[str],
+) -> tuple[str, str, str]:
+    """:func:`fit_excerpt` on the excerpt's fields: the preview, the head and the tail kept."""
     if limit <= 0:
-        return "", source.keeping("", "")
+        return "", "", ""
     if len(TRUNCATION_HEADER) >= limit:
-        return TRUNCATION_HEADER[:limit], source.keeping("", "")
-    header = _header(source, limit, paths)
+        return TRUNCATION_HEADER[:limit], "", ""
+    header = _header(paths, notes, limit)
     room = limit - len(header) - len(PREVIEW_SEPARATOR)
     if room <= 0:
-        return header, source.keeping("", "")
-    trailer = source.trailer
+        return header, "", ""
     if trailer and not trailer.startswith("\n"):
         trailer = "\n" + trailer  # the trailer starts its own line, whatever ends before it
     if len(trailer) > room:
         trailer = ""
     room -= len(trailer)
-    marker_room = len(omission_marker(source.length, source.unit))
+    marker_room = len(omission_marker(length, unit))
     head_size, tail = 0, ""
     if room > marker_room:
         content = room - marker_room
         head_size = content // HEAD_DIVISOR
-        tail = safe_suffix(source.tail, content - head_size)
+        tail = safe_suffix(tail_source, content - head_size)
     if not tail:
         # No room for a marker and a tail (or an excerpt without one): the head alone.
-        head = safe_prefix(source.head, room)
-        kept = source.keeping(head, "")
+        head = safe_prefix(head_source, room)
         if trailer and (not head or head.endswith("\n")):
             trailer = trailer[1:]
         body = PREVIEW_SEPARATOR + head + trailer if head or trailer else ""
-        return header + body, kept
-    head = safe_prefix(source.head, head_size)
-    omitted = source.length - _measure(head, source.unit) - _measure(tail, source.unit)
-    marker = omission_marker(max(omitted, 0), source.unit)
+        return header + body, head, ""
+    head = safe_prefix(head_source, head_size)
+    if unit == "characters":
+        omitted = length - len(head) - len(tail)
+    else:
+        omitted = length - _measure(head, unit) - _measure(tail, unit)
+    marker = omission_marker(max(omitted, 0), unit)
     if trailer and tail.endswith("\n"):
         trailer = trailer[1:]
-    preview = header + PREVIEW_SEPARATOR + head + marker + tail + trailer
-    return preview, source.keeping(head, tail)
+    return header + PREVIEW_SEPARATOR + head + marker + tail + trailer, head, tail
 
 
 def fit_text(text: str, limit: int, *, paths: Sequence[str] = ()) -> str:
     """``text`` itself when it fits ``limit``, else its preview (see :func:`fit_excerpt`)."""
     if len(text) <= limit:
         return text
-    return fit_excerpt(Excerpt.of(text), limit, paths=paths)[0]
+    return cut_text(text, limit, paths)[0]
 
 
 def make_preview(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> Preview:

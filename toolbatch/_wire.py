@@ -51,7 +51,10 @@ __all__ = [
     "function_response_text_length",
     "model_text_length",
     "parts_adapter",
+    "replace_field",
     "replace_fields",
+    "replace_finalized",
+    "replace_function_response",
 ]
 
 _PART_CONFIG: Final = ConfigDict(
@@ -489,6 +492,91 @@ def replace_fields(model: _M, **changes: Any) -> _M:
     copies thousands of parts per batch). Never use it on user input: validate that.
     """
     return _trusted(type(model), {**model.__dict__, **changes})
+
+
+# The finalizer's hot path builds three models per cut response, thousands per batch: these
+# helpers make them as _trusted does, through the base model's slot descriptors, inline
+# (a Python call per object costs as much as the object here).
+_base_slots: Final = BaseModel.__dict__
+_set_values: Final = _base_slots["__dict__"].__set__
+_set_fields_set: Final = _base_slots["__pydantic_fields_set__"].__set__
+_set_extra: Final = _base_slots["__pydantic_extra__"].__set__
+_set_private: Final = _base_slots["__pydantic_private__"].__set__
+_new_instance: Final = object.__new__
+_FUNCTION_RESPONSE_FIELDS: Final = _FIELDS_SET.setdefault(
+    FunctionResponse, set(FunctionResponse.model_fields)
+)
+_FUNCTION_RESPONSE_PART_FIELDS: Final = _FIELDS_SET.setdefault(
+    FunctionResponsePart, set(FunctionResponsePart.model_fields)
+)
+_RESPONSE_FIELDS: Final = _FIELDS_SET.setdefault(
+    ToolCallResponse, set(ToolCallResponse.model_fields)
+)
+
+
+def replace_field(model: _M, name: str, value: Any) -> _M:
+    """:func:`replace_fields` for one field, for values toolbatch itself made (unvalidated).
+
+    The same copy, without merging keyword arguments (the finalizer's hot path).
+    """
+    values = model.__dict__.copy()
+    values[name] = value
+    cls = type(model)
+    instance: _M = _new_instance(cls)
+    _set_values(instance, values)
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
+    _set_fields_set(instance, fields_set)
+    _set_extra(instance, None)
+    _set_private(instance, None)
+    return instance
+
+
+def replace_finalized(
+    response: ToolCallResponse,
+    parts: list[Part],
+    finalize_state: object,
+    persisted_output_files: tuple[Path, ...] | None,
+) -> ToolCallResponse:
+    """A copy of ``response`` with the three fields a finalizer pass sets, unvalidated.
+
+    ``replace_fields`` for values the finalizer made (``content_length`` follows
+    ``parts``), without merging keyword arguments: its hot path, one per cut response.
+    """
+    values = response.__dict__.copy()
+    values["parts"] = parts
+    values["finalize_state"] = finalize_state
+    values["persisted_output_files"] = persisted_output_files
+    instance = _new_instance(ToolCallResponse)
+    _set_values(instance, values)
+    _set_fields_set(instance, _RESPONSE_FIELDS)
+    _set_extra(instance, None)
+    _set_private(instance, None)
+    return instance
+
+
+def replace_function_response(
+    part: FunctionResponsePart, response: dict[str, JsonValue]
+) -> FunctionResponsePart:
+    """A copy of ``part`` whose function response holds ``response``, unvalidated.
+
+    ``replace_fields(part, function_response=replace_fields(part.function_response,
+    response=response))`` in one call: the finalizer's hot path, for values it made.
+    """
+    values = part.function_response.__dict__.copy()
+    values["response"] = response
+    body = _new_instance(FunctionResponse)
+    _set_values(body, values)
+    _set_fields_set(body, _FUNCTION_RESPONSE_FIELDS)
+    _set_extra(body, None)
+    _set_private(body, None)
+    copy = _new_instance(FunctionResponsePart)
+    _set_values(copy, {"function_response": body})
+    _set_fields_set(copy, _FUNCTION_RESPONSE_PART_FIELDS)
+    _set_extra(copy, None)
+    _set_private(copy, None)
+    return copy
 
 
 def function_response_part(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,10 +21,20 @@ from toolbatch import (
     ToolCallResponse,
 )
 from toolbatch.finalize import (
+    DEFAULT_LIFECYCLE_TOOLS,
     TRUNCATION_HEADER,
     enforce_send_budget,
     finalize_tool_responses,
     response_text_length,
+)
+from toolbatch.finalize._slots import (
+    Slot,
+    collect_slots,
+    cut_slots,
+    fit_slot,
+    merge_state,
+    rebuild_parts,
+    state_of,
 )
 
 # Batches of up to 50 responses with texts of many thousand code points are slow to
@@ -190,3 +201,78 @@ def test_each_response_is_persisted_at_most_once_over_repeated_passes(
             if item.persisted_output_files is None
         }
         assert {text for _, _, text in store.calls} <= expected
+
+
+def reference_finalize(batch: list[ToolCallResponse], budget: int) -> list[ToolCallResponse]:
+    """The text pass as the slot records state it, without a store: one Slot per string,
+    fitted through its Excerpt, rebuilt with rebuild_parts, its state from merge_state."""
+    lifecycle = frozenset(DEFAULT_LIFECYCLE_TOOLS)
+    slots_of = [
+        collect_slots(
+            item.parts,
+            owner=owner,
+            include_top_level_text=True,
+            lifecycle=lifecycle,
+            tool=item.name,
+            success=item.status == "success",
+            state=item.finalize_state,
+        )
+        for owner, item in enumerate(batch)
+    ]
+    slots = [slot for owned in slots_of for slot in owned]
+    if sum(len(slot.text) for slot in slots) <= budget:
+        return batch
+    cut_by_owner: dict[int, list[tuple[Slot, int]]] = {}
+    for slot, allocation in cut_slots(slots, budget):
+        cut_by_owner.setdefault(slot.owner, []).append((slot, allocation))
+    finalized = list(batch)
+    for owner, owned in cut_by_owner.items():
+        item = batch[owner]
+        paths = [os.fspath(path) for path in item.persisted_output_files or ()]
+        fits = [(slot, fit_slot(slot, allocation, paths=paths)) for slot, allocation in owned]
+        state = state_of(item.finalize_state)
+        merged = merge_state(
+            slots_of[owner],
+            (fitted for _, fitted in fits),
+            media_checked=state is not None and state.media_checked,
+        )
+        files = item.persisted_output_files
+        finalized[owner] = item.model_copy(
+            update={
+                "parts": rebuild_parts(item.parts, fits),
+                "persisted_output_files": () if files is None else files,
+                "finalize_state": merged,
+            }
+        )
+    return finalized
+
+
+def without_media(batch: list[ToolCallResponse]) -> list[ToolCallResponse]:
+    return [
+        item.with_parts([part for part in item.parts if not isinstance(part, InlineDataPart)])
+        for item in batch
+    ]
+
+
+@PROPERTY_SETTINGS
+@given(response_batches(max_size=30), st.data())
+def test_the_finalizer_writes_what_the_slot_records_state(
+    batch: list[ToolCallResponse], data: st.DataObject
+) -> None:
+    """The plain-list pass (fast cut, one copy per response, compact state) gives the same
+    parts, decisions and state as the record-based pipeline, in a first and a second pass."""
+    batch = without_media(batch)
+    total = budgeted_length(batch)
+    budget = data.draw(st.integers(1, total + 20), label="budget")
+    smaller = data.draw(st.integers(1, budget), label="smaller")
+    current = batch
+    for step in (budget, smaller):
+        finalized = finalize(current, step)
+        expected = reference_finalize(current, step)
+        for new, old, want in zip(finalized, current, expected, strict=True):
+            assert new.parts == want.parts
+            assert new.persisted_output_files == want.persisted_output_files
+            assert state_of(new.finalize_state) == state_of(want.finalize_state)
+            if want is old:
+                assert new is old  # an unchanged response is the same object
+        current = finalized

@@ -8,7 +8,10 @@ on the whole batch before hooks see it and again after. A pass:
    per-part cap, are saved and replaced by a text reference naming the file;
 2. measures every text slot, water-fills the budget across them, persists each cut
    response that has no persistence decision yet (once, with bounded concurrency), then
-   fits the cut slots without I/O, so the cap holds whatever the disk did.
+   fits the cut slots without I/O, so the cap holds whatever the disk did. The batch is
+   kept as plain lists (slot texts, places, lengths); only the cut slots are fitted and
+   each cut response is rebuilt once, from values already valid. Both synchronous
+   stretches run with the cyclic garbage collector paused (see ``_collector``).
 
 Persistence has a deadline: what is not written by then is treated as unsaved (the
 response is cut without a file reference, still within budget).
@@ -17,8 +20,12 @@ response is cut without a file reference, still within budget).
 from __future__ import annotations
 
 import os
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import compress
+from operator import gt
 from pathlib import Path
 from typing import Final
 
@@ -33,10 +40,15 @@ from toolbatch._wire import (
     TextPart,
     ToolCallResponse,
     replace_fields,
+    replace_finalized,
+    replace_function_response,
 )
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
+from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._budget import effective_budget
+from toolbatch.finalize._collector import collector_paused
+from toolbatch.finalize._fit import Excerpt, cut_text, fit_excerpt
 from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
 from toolbatch.finalize._media import (
     DEFAULT_MEDIA_PART_BYTES,
@@ -46,14 +58,15 @@ from toolbatch.finalize._media import (
     media_suffix,
 )
 from toolbatch.finalize._slots import (
+    FIRST_OUTPUT,
     FinalizeState,
     FittedSlot,
-    Slot,
-    collect_slots,
-    cut_slots,
-    fit_slot,
-    merge_state,
-    rebuild_parts,
+    OutputCut,
+    Place,
+    edit_parts,
+    fitted_at,
+    measure_batch,
+    merge_fits,
     state_of,
 )
 from toolbatch.telemetry import note_cuts
@@ -370,70 +383,193 @@ async def _check_media(
 async def _fit_budget(
     same: list[ToolCallResponse], writer: _Writer, limit: int, lifecycle: frozenset[str]
 ) -> list[ToolCallResponse]:
-    slots_of = [
-        collect_slots(
-            response.parts,
-            owner=owner,
-            include_top_level_text=True,
-            lifecycle=lifecycle,
-            tool=response.name,
-            success=response.status == "success",
-            state=response.finalize_state,
-        )
-        for owner, response in enumerate(same)
-    ]
-    slots = [slot for owned in slots_of for slot in owned]
-    before = sum(len(slot.text) for slot in slots)
-    if before <= limit:
+    with collector_paused():
+        cuts = _plan_cuts(same, limit, lifecycle)
+    if cuts is None:
         return same
-
-    cuts = cut_slots(slots, limit)
-    cut_by_owner: dict[int, list[tuple[Slot, int]]] = {}
-    for slot, allocation in cuts:
-        cut_by_owner.setdefault(slot.owner, []).append((slot, allocation))
-    undecided = [owner for owner in cut_by_owner if same[owner].persisted_output_files is None]
     jobs: dict[object, tuple[str, str, str | bytes, str]] = {}
-    for owner in undecided:
-        text = PERSISTED_SLOT_SEPARATOR.join(slot.text for slot in slots_of[owner])
-        jobs[owner] = (writer.id_of(owner), same[owner].name, text, ".txt")
+    if writer.store is not None:
+        for owner in cuts.owners:
+            if same[owner].persisted_output_files is None:
+                start, end = cuts.slots_of(owner)
+                text = PERSISTED_SLOT_SEPARATOR.join(cuts.texts[start:end])
+                jobs[owner] = (writer.id_of(owner), same[owner].name, text, ".txt")
     written = await writer.write_all(jobs)
-    decided_now: dict[int, tuple[Path, ...]] = {
-        owner: (written[owner],) if owner in written else () for owner in undecided
-    }
-
-    finalized = list(same)
-    after = before
-    for owner, owned_cuts in cut_by_owner.items():
-        response = same[owner]
-        files = decided_now.get(owner, response.persisted_output_files) or ()
-        paths = [os.fspath(path) for path in files]
-        fits: list[tuple[Slot, FittedSlot]] = []
-        for slot, allocation in owned_cuts:
-            fitted = fit_slot(slot, allocation, paths=paths)
-            after -= len(slot.text) - len(fitted.text)
-            fits.append((slot, fitted))
-        parts = rebuild_parts(response.parts, fits)
-        update: dict[str, object] = {
-            "parts": parts,
-            "finalize_state": merge_state(
-                slots_of[owner],
-                (fitted for _, fitted in fits),
-                media_checked=_media_checked(response),
-            ),
-        }
-        if owner in decided_now:
-            update["persisted_output_files"] = decided_now[owner]
-        finalized[owner] = replace_fields(response, **update)
+    with collector_paused():
+        finalized, after, decided = _rebuild(same, cuts, written)
     log.info(
         "finalize.reduced",
         responses=len(same),
-        reduced=len(cut_by_owner),
-        slots_cut=len(cuts),
+        reduced=len(cuts.owners),
+        slots_cut=len(cuts.cut),
         budget=limit,
-        before=before,
+        before=cuts.before,
         after=after,
         persisted=len(written),
-        unpersisted=len(undecided) - len(written),
+        unpersisted=decided - len(written),
     )
-    note_cuts(slots_cut=len(cuts), responses_cut=len(cut_by_owner))
+    note_cuts(slots_cut=len(cuts.cut), responses_cut=len(cuts.owners))
     return finalized
+
+
+@dataclass(slots=True)
+class _Cuts:
+    """A batch's budgeted slots and what the water-fill cuts, as plain lists.
+
+    Attributes:
+        texts: every slot's text, in batch order.
+        places: every slot's place in its response.
+        ends: per response, one past the index of its last slot.
+        lengths: every slot's length.
+        allocation: every slot's share of the budget.
+        cut: the indices of the slots longer than their share, ascending.
+        owners: the responses with a cut slot, ascending.
+        bounds: ``cut[bounds[k]:bounds[k + 1]]`` are the cut slots of ``owners[k]``.
+        before: the batch's budgeted length.
+    """
+
+    texts: list[str]
+    places: list[Place]
+    ends: list[int]
+    lengths: list[int]
+    allocation: list[int]
+    cut: list[int]
+    owners: list[int]
+    bounds: list[int]
+    before: int
+
+    def slots_of(self, owner: int) -> tuple[int, int]:
+        """The response's slots: ``start:end`` in the batch lists."""
+        return (self.ends[owner - 1] if owner else 0), self.ends[owner]
+
+
+def _plan_cuts(same: list[ToolCallResponse], limit: int, lifecycle: frozenset[str]) -> _Cuts | None:
+    """Measure the batch and water-fill ``limit`` across its slots; ``None`` when it fits."""
+    texts, places, ends = measure_batch(same, lifecycle)
+    lengths = list(map(len, texts))
+    before = sum(lengths)
+    if before <= limit:
+        return None
+    allocation = allocate_budget(lengths, limit)
+    cut = list(compress(range(len(lengths)), map(gt, lengths, allocation)))
+    count = len(cut)
+    if len(ends) == len(texts) and ends == list(range(1, len(ends) + 1)):
+        # One slot per response (the usual batch): slot i is response i's.
+        return _Cuts(
+            texts, places, ends, lengths, allocation, cut, cut, list(range(count + 1)), before
+        )
+    owners: list[int] = []
+    bounds: list[int] = []
+    first = 0
+    while first < count:
+        owner = bisect_right(ends, cut[first])
+        owners.append(owner)
+        bounds.append(first)
+        end = ends[owner]
+        first += 1
+        if first < count and cut[first] < end:
+            first = bisect_left(cut, end, first)
+    bounds.append(count)
+    return _Cuts(texts, places, ends, lengths, allocation, cut, owners, bounds, before)
+
+
+def _rebuild(
+    same: list[ToolCallResponse], cuts: _Cuts, written: dict[object, Path]
+) -> tuple[list[ToolCallResponse], int, int]:
+    """Fit the cut slots and rebuild each cut response once; the other responses stay as
+    they are. Returns the batch, its budgeted length after, and how many responses got
+    their persistence decision in this pass."""
+    texts, places, lengths, allocation, cut = (
+        cuts.texts,
+        cuts.places,
+        cuts.lengths,
+        cuts.allocation,
+        cuts.cut,
+    )
+    bounds = cuts.bounds
+    finalized = list(same)
+    after = cuts.before
+    decided_now = 0
+    for group, owner in enumerate(cuts.owners):
+        response = same[owner]
+        files = response.persisted_output_files
+        deciding = files is None
+        if deciding:
+            decided_now += 1
+            files = (written[owner],) if owner in written else ()
+        paths: Sequence[str] = [os.fspath(path) for path in files] if files else ()
+        parts = response.parts
+        first = bounds[group]
+        if response.finalize_state is None and bounds[group + 1] - first == 1:
+            # The usual case: one slot, cut from its whole text, no earlier fit.
+            index = cut[first]
+            place = places[index]
+            length = lengths[index]
+            preview, head, tail = cut_text(texts[index], allocation[index], paths)
+            after -= length - len(preview)
+            if place is FIRST_OUTPUT:
+                parts = list(parts)
+                part = parts[0]
+                assert isinstance(part, FunctionResponsePart)
+                body = part.function_response.response.copy()
+                body["output"] = preview
+                parts[0] = replace_function_response(part, body)
+                new_state: object = OutputCut(preview, head, tail, length)
+            else:
+                parts = edit_parts(parts, [(place, preview)])
+                excerpt = Excerpt(head, tail, length)
+                new_state = FinalizeState((FittedSlot(place[0], place[1], preview, excerpt),))
+        else:
+            parts, new_state, saved = _refit(
+                response, cut[first : bounds[group + 1]], cuts, *cuts.slots_of(owner), paths
+            )
+            after -= saved
+        finalized[owner] = replace_finalized(response, parts, new_state, files)
+    return finalized, after, decided_now
+
+
+def _refit(
+    response: ToolCallResponse,
+    cut: list[int],
+    cuts: _Cuts,
+    start: int,
+    end: int,
+    paths: Sequence[str],
+) -> tuple[list[Part], object, int]:
+    """Fit a response's cut slots (indices ``cut``, its slots ``start:end``) in general.
+
+    A slot that still holds a preview a finalizer made is cut from its excerpt; earlier fits
+    of slots not cut now are kept in the new state. Returns the new parts, the new
+    ``finalize_state`` and the code points saved.
+    """
+    texts, places, allocation = cuts.texts, cuts.places, cuts.allocation
+    state = state_of(response.finalize_state)
+    known = state.lookup() if state is not None and state.fitted else None
+    edits: list[tuple[Place, str]] = []
+    fits: list[FittedSlot] = []
+    saved = 0
+    for index in cut:
+        place = places[index]
+        part, field, _ = place
+        text = texts[index]
+        fitted = fitted_at(known, part, field, text)
+        if fitted is None:
+            preview, head, tail = cut_text(text, allocation[index], paths)
+            excerpt = Excerpt(head, tail, len(text))
+        else:
+            preview, excerpt = fit_excerpt(fitted.excerpt, allocation[index], paths=paths)
+        saved += len(text) - len(preview)
+        edits.append((place, preview))
+        fits.append(FittedSlot(part, field, preview, excerpt))
+    earlier = (
+        [
+            fitted
+            for text, (part, field, _) in zip(texts[start:end], places[start:end], strict=True)
+            if (fitted := fitted_at(known, part, field, text)) is not None
+        ]
+        if known is not None
+        else []
+    )
+    media_checked = state is not None and state.media_checked
+    new_state = merge_fits(earlier, fits, media_checked=media_checked)
+    return edit_parts(response.parts, edits), new_state, saved

@@ -15,28 +15,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from toolbatch._wire import (
     RESPONSE_TEXT_KEYS,
     FunctionResponsePart,
     Part,
     TextPart,
+    ToolCallResponse,
     compact_json,
     model_text_length,
-    replace_fields,
+    replace_field,
+    replace_function_response,
 )
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._fit import Excerpt, Preview, fit_excerpt
 
 __all__ = [
+    "FIRST_OUTPUT",
     "FinalizeState",
     "FittedSlot",
+    "OutputCut",
+    "Place",
     "Slot",
     "SlotField",
     "collect_slots",
     "cut_slots",
+    "edit_parts",
     "fit_slot",
+    "fitted_at",
+    "measure_batch",
+    "measure_slots",
+    "merge_fits",
     "merge_state",
     "rebuild_parts",
     "response_text_length",
@@ -44,6 +54,12 @@ __all__ = [
 ]
 
 SlotField: TypeAlias = Literal["text", "output", "error"]
+Place: TypeAlias = tuple[int, SlotField, bool]
+"""Where a slot's text sits: the part's index, the field, and whether the text is folded."""
+
+FIRST_OUTPUT: Final[Place] = (0, "output", False)
+"""The place of most slots (a tool's plain string output), shared rather than rebuilt."""
+_MISSING: Final = object()
 
 
 def response_text_length(parts: Sequence[Part]) -> int:
@@ -89,15 +105,40 @@ class FinalizeState:
         return {(slot.part, slot.field): slot for slot in self.fitted}
 
 
+@dataclass(slots=True)
+class OutputCut:
+    """The usual ``finalize_state``: a preview of the first part's ``output``, cut from it whole.
+
+    The finalizer writes one per cut response of that shape (most of them) instead of a
+    :class:`FinalizeState` holding a :class:`FittedSlot` and an :class:`Excerpt`: the same
+    fit, as four plain fields, read through :func:`state_of`.
+
+    Attributes:
+        text: the preview, exactly as written.
+        head: the head of the source it kept.
+        tail: the tail of the source it kept.
+        length: the source's length in code points.
+    """
+
+    text: str
+    head: str
+    tail: str
+    length: int
+
+
 def state_of(state: object) -> FinalizeState | None:
     """A response's ``finalize_state`` as the finalizer reads it.
 
     A producer's :class:`~toolbatch._preview.Preview` (``ToolResult.preview``, which the
-    response carries until a finalizer pass replaces it) is the fit of the response's
-    ``output``: a smaller cut starts from its excerpt instead of nesting a header.
+    response carries until a finalizer pass replaces it) and an :class:`OutputCut` are the
+    fit of the response's ``output``: a smaller cut starts from its excerpt instead of
+    nesting a header.
     """
     if isinstance(state, FinalizeState):
         return state
+    if isinstance(state, OutputCut):
+        excerpt = Excerpt(state.head, state.tail, state.length)
+        return FinalizeState((FittedSlot(0, "output", state.text, excerpt),))
     if isinstance(state, Preview):
         return FinalizeState((FittedSlot(0, "output", state.text, state.excerpt),))
     return None
@@ -125,12 +166,13 @@ class Slot:
     fitted: FittedSlot | None = None
 
 
-def _fitted(
+def fitted_at(
     known: Mapping[tuple[int, SlotField], FittedSlot] | None,
     part: int,
     field: SlotField,
     text: str,
 ) -> FittedSlot | None:
+    """The fit recorded for this place when the slot still holds exactly its preview."""
     if known is None:
         return None
     fitted = known.get((part, field))
@@ -139,22 +181,116 @@ def _fitted(
     return fitted
 
 
-def _output_text(body: Mapping[str, object]) -> tuple[str, bool] | None:
-    """The output slot's text and whether it is folded, or ``None`` when there is none."""
-    others = [key for key in body if key not in RESPONSE_TEXT_KEYS]
-    has_output = "output" in body
-    output = body.get("output")
-    if not others:
-        if not has_output:
-            return None
-        if isinstance(output, str):
-            return output, False
-        return compact_json(output), True
-    folded = compact_json({key: body[key] for key in others})
-    if not has_output:
-        return folded, True
+def _folded_text(body: Mapping[str, object]) -> str:
+    """The output slot's text of a body with keys besides ``output`` and ``error``.
+
+    The output (its compact JSON when structured), a newline and the compact JSON of an
+    object holding the other keys; or that JSON alone when there is no output.
+    """
+    folded = compact_json(
+        {key: value for key, value in body.items() if key not in RESPONSE_TEXT_KEYS}
+    )
+    if "output" not in body:
+        return folded
+    output = body["output"]
     text = output if isinstance(output, str) else compact_json(output)
-    return text + "\n" + folded, True
+    return text + "\n" + folded
+
+
+def measure_slots(
+    parts: Sequence[Part],
+    texts: list[str],
+    places: list[Place],
+    *,
+    include_top_level_text: bool,
+    lifecycle: frozenset[str] = frozenset(),
+    tool: str | None = None,
+    success: bool = True,
+) -> None:
+    """Append the budgeted slots of one response's ``parts``, in order, to two plain lists.
+
+    Each slot's text goes to ``texts`` and its place to ``places`` (the finalizer keeps a
+    whole batch in these two lists; :func:`collect_slots` makes records of them).
+
+    Args:
+        parts: the response's parts (or a whole batch's, for the send guard).
+        texts: where each slot's budgeted text is appended.
+        places: where each slot's place is appended.
+        include_top_level_text: whether top-level ``text`` parts are budgeted.
+        lifecycle: tool names whose successful output stays inline, unbudgeted.
+        tool: the response's tool name (``None``: each function response's own name).
+        success: whether the response succeeded; a failed one is never exempt.
+    """
+    for index, part in enumerate(parts):
+        if isinstance(part, FunctionResponsePart):
+            function_response = part.function_response
+            body = function_response.response
+            error = body.get("error", _MISSING)
+            if (
+                success
+                and lifecycle
+                and error is _MISSING
+                and (tool if tool is not None else function_response.name) in lifecycle
+            ):
+                continue
+            output = body.get("output", _MISSING)
+            if len(body) != (output is not _MISSING) + (error is not _MISSING):
+                texts.append(_folded_text(body))  # other keys: folded into the output slot
+                places.append((index, "output", True))
+            elif isinstance(output, str):
+                texts.append(output)
+                places.append(FIRST_OUTPUT if index == 0 else (index, "output", False))
+            elif output is not _MISSING:
+                texts.append(compact_json(output))
+                places.append((index, "output", True))
+            if error is not _MISSING:
+                if isinstance(error, str):
+                    texts.append(error)
+                    places.append((index, "error", False))
+                else:
+                    texts.append(compact_json(error))
+                    places.append((index, "error", True))
+        elif include_top_level_text and isinstance(part, TextPart):
+            texts.append(part.text)
+            places.append((index, "text", False))
+
+
+def measure_batch(
+    responses: Sequence[ToolCallResponse], lifecycle: frozenset[str]
+) -> tuple[list[str], list[Place], list[int]]:
+    """Every budgeted slot of a batch, as plain lists: texts, places, and where each ends.
+
+    ``ends[owner]`` is one past the index of the response's last slot. A response of one
+    function response holding only a string ``output`` (most of them) is read directly;
+    any other goes through :func:`measure_slots`, which states the rule.
+    """
+    texts: list[str] = []
+    places: list[Place] = []
+    ends: list[int] = []
+    for response in responses:
+        parts = response.parts
+        if len(parts) == 1 and type(part := parts[0]) is FunctionResponsePart:
+            body = part.function_response.response
+            if (
+                len(body) == 1
+                and type(output := body.get("output")) is str
+                and (response.name not in lifecycle or response.status != "success")
+            ):
+                texts.append(output)
+                places.append(FIRST_OUTPUT)
+                ends.append(len(texts))
+                continue
+        measure_slots(
+            parts,
+            texts,
+            places,
+            include_top_level_text=True,
+            lifecycle=lifecycle,
+            tool=response.name,
+            success=response.status == "success",
+        )
+        ends.append(len(texts))
+    return texts, places, ends
 
 
 def collect_slots(
@@ -178,38 +314,23 @@ def collect_slots(
         success: whether the response succeeded; a failed one is never exempt.
         state: the response's ``finalize_state``.
     """
+    texts: list[str] = []
+    places: list[Place] = []
+    measure_slots(
+        parts,
+        texts,
+        places,
+        include_top_level_text=include_top_level_text,
+        lifecycle=lifecycle,
+        tool=tool,
+        success=success,
+    )
     read = state_of(state)
     known = read.lookup() if read is not None and read.fitted else None
-    slots: list[Slot] = []
-    for index, part in enumerate(parts):
-        if isinstance(part, FunctionResponsePart):
-            function_response = part.function_response
-            body = function_response.response
-            if (
-                success
-                and lifecycle
-                and "error" not in body
-                and (tool if tool is not None else function_response.name) in lifecycle
-            ):
-                continue
-            output = _output_text(body)
-            if output is not None:
-                text, folded = output
-                fitted = _fitted(known, index, "output", text)
-                slots.append(Slot(owner, index, "output", text, folded, fitted))
-            if "error" in body:
-                error = body["error"]
-                folded = not isinstance(error, str)
-                text = error if isinstance(error, str) else compact_json(error)
-                slots.append(
-                    Slot(owner, index, "error", text, folded, _fitted(known, index, "error", text))
-                )
-        elif include_top_level_text and isinstance(part, TextPart):
-            text = part.text
-            slots.append(
-                Slot(owner, index, "text", text, False, _fitted(known, index, "text", text))
-            )
-    return slots
+    return [
+        Slot(owner, part, field, text, folded, fitted_at(known, part, field, text))
+        for text, (part, field, folded) in zip(texts, places, strict=True)
+    ]
 
 
 def cut_slots(slots: Sequence[Slot], budget: int) -> list[tuple[Slot, int]]:
@@ -234,32 +355,42 @@ def fit_slot(slot: Slot, limit: int, *, paths: Sequence[str] = ()) -> FittedSlot
 
 
 def rebuild_parts(parts: Sequence[Part], fits: Iterable[tuple[Slot, FittedSlot]]) -> list[Part]:
-    """A new list of parts with the fitted strings in place.
+    """A new list of parts with the fitted strings in place (see :func:`edit_parts`)."""
+    return edit_parts(
+        parts, [((slot.part, slot.field, slot.folded), fitted.text) for slot, fitted in fits]
+    )
+
+
+def edit_parts(parts: Sequence[Part], edits: Iterable[tuple[Place, str]]) -> list[Part]:
+    """A new list of parts with each ``(place, text)`` edit's string in place, in slot order.
 
     Only the parts that changed are copied (shallowly: the part, its function response and
     its response dict); every other part, media included, is the same object. A cut
     folded ``output`` drops the keys it folded in (their text is in the preview's source).
+    A part with two edits (``output`` and ``error``) is copied once per edit.
     """
-    changes: dict[int, list[tuple[Slot, FittedSlot]]] = {}
-    for slot, fitted in fits:
-        changes.setdefault(slot.part, []).append((slot, fitted))
     rebuilt = list(parts)
-    for index, edits in changes.items():
-        part = rebuilt[index]
-        if isinstance(part, TextPart):
-            [(_, fitted)] = edits
-            rebuilt[index] = replace_fields(part, text=fitted.text)
-        elif isinstance(part, FunctionResponsePart):
-            function_response = part.function_response
-            response = dict(function_response.response)
-            for slot, fitted in edits:
-                if slot.field == "output" and slot.folded:
-                    response = {k: v for k, v in response.items() if k in RESPONSE_TEXT_KEYS}
-                response[slot.field] = fitted.text
-            rebuilt[index] = replace_fields(
-                part, function_response=replace_fields(function_response, response=response)
-            )
+    for (index, field, folded), text in edits:
+        rebuilt[index] = _edited(rebuilt[index], field, folded, text)
     return rebuilt
+
+
+def _edited(part: Part, field: SlotField, folded: bool, text: str) -> Part:
+    if isinstance(part, FunctionResponsePart):
+        function_response = part.function_response
+        if folded and field == "output":
+            body = {
+                key: value
+                for key, value in function_response.response.items()
+                if key in RESPONSE_TEXT_KEYS
+            }
+        else:
+            body = function_response.response.copy()
+        body[field] = text
+        return replace_function_response(part, body)
+    if isinstance(part, TextPart):
+        return replace_field(part, "text", text)
+    return part
 
 
 def merge_state(
@@ -271,6 +402,14 @@ def merge_state(
     against the current text); ``fits`` are the fits made in this pass.
     """
     earlier = [slot.fitted for slot in slots if slot.fitted is not None]
+    return merge_fits(earlier, fits, media_checked=media_checked)
+
+
+def merge_fits(
+    earlier: Sequence[FittedSlot], fits: Iterable[FittedSlot], *, media_checked: bool
+) -> FinalizeState:
+    """The new state from ``earlier`` fits whose slot still holds them and this pass's ``fits``
+    (in slot order): one fit per place, this pass's where both have one, in place order."""
     if not earlier:
         return FinalizeState(tuple(fits), media_checked)  # fits come in slot order
     new = {(fitted.part, fitted.field): fitted for fitted in fits}
