@@ -497,12 +497,6 @@ def replace_fields(model: _M, **changes: Any) -> _M:
 # The finalizer's hot path builds three models per cut response, thousands per batch: these
 # helpers make them as _trusted does, through the base model's slot descriptors, inline
 # (a Python call per object costs as much as the object here).
-_base_slots: Final = BaseModel.__dict__
-_set_values: Final = _base_slots["__dict__"].__set__
-_set_fields_set: Final = _base_slots["__pydantic_fields_set__"].__set__
-_set_extra: Final = _base_slots["__pydantic_extra__"].__set__
-_set_private: Final = _base_slots["__pydantic_private__"].__set__
-_new_instance: Final = object.__new__
 _FUNCTION_RESPONSE_FIELDS: Final = _FIELDS_SET.setdefault(
     FunctionResponse, set(FunctionResponse.model_fields)
 )
@@ -521,16 +515,7 @@ def replace_field(model: _M, name: str, value: Any) -> _M:
     """
     values = model.__dict__.copy()
     values[name] = value
-    cls = type(model)
-    instance: _M = _new_instance(cls)
-    _set_values(instance, values)
-    fields_set = _FIELDS_SET.get(cls)
-    if fields_set is None:
-        fields_set = _FIELDS_SET[cls] = set(cls.model_fields)
-    _set_fields_set(instance, fields_set)
-    _set_extra(instance, None)
-    _set_private(instance, None)
-    return instance
+    return _trusted(type(model), values)
 
 
 def replace_finalized(
@@ -549,7 +534,7 @@ def replace_finalized(
     values["finalize_state"] = finalize_state
     values["persisted_output_files"] = persisted_output_files
     instance = _new_instance(ToolCallResponse)
-    _set_values(instance, values)
+    _set_dict(instance, values)
     _set_fields_set(instance, _RESPONSE_FIELDS)
     _set_extra(instance, None)
     _set_private(instance, None)
@@ -567,12 +552,12 @@ def replace_function_response(
     values = part.function_response.__dict__.copy()
     values["response"] = response
     body = _new_instance(FunctionResponse)
-    _set_values(body, values)
+    _set_dict(body, values)
     _set_fields_set(body, _FUNCTION_RESPONSE_FIELDS)
     _set_extra(body, None)
     _set_private(body, None)
     copy = _new_instance(FunctionResponsePart)
-    _set_values(copy, {"function_response": body})
+    _set_dict(copy, {"function_response": body})
     _set_fields_set(copy, _FUNCTION_RESPONSE_PART_FIELDS)
     _set_extra(copy, None)
     _set_private(copy, None)

@@ -28,7 +28,9 @@ def collector_paused() -> Iterator[None]:
 
     Re-entrant and thread-safe: the first block to enter disables the collector (only if it
     was enabled), the last one to leave enables it again. A collector the caller disabled
-    stays disabled. Never hold it across an ``await``: other tasks would run without it.
+    stays disabled; one that another thread disables while a block runs (a few
+    milliseconds) is enabled again when it ends. Never hold it across an ``await``: other
+    tasks would run without it.
     """
     global _depth, _we_disabled
     with _lock:
