@@ -389,3 +389,42 @@ async def test_a_configured_lifecycle_tool_survives_every_pass(tmp_path: Path) -
         turn = await scheduler.run_batch([ToolCall(id="p", name="enter_review_mode")])
     assert _output(turn.responses[0]) == {"output": policy}
     assert len(policy) > 200
+
+
+async def test_progress_reaches_an_observer_that_listens_and_is_not_asked_for_otherwise(
+    tmp_path: Path,
+) -> None:
+    """With an observer taking progress, a producer's reports reach it; without one, the
+    producer gets the context's default callback, so it can skip progress altogether (the
+    MCP producer then asks its server for none)."""
+    from toolbatch.producers._base import UNWATCHED_PROGRESS
+
+    seen: list[bool] = []
+
+    class Reports:
+        declaration = ToolDeclaration(name="reports")
+
+        async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
+            seen.append(context.progress is UNWATCHED_PROGRESS)
+            context.progress("half way")
+            return ToolResult(content="done")
+
+    class Listens:
+        def __init__(self) -> None:
+            self.messages: list[tuple[str, str]] = []
+
+        def call_progress(self, call: ToolCall, message: str) -> None:
+            self.messages.append((call.id, message))
+
+    class Deaf:
+        def call_finished(self, call: ToolCall, response: object) -> None:
+            del call, response
+
+    listening = Listens()
+    async with ToolScheduler(Registry([Reports()]), _config(tmp_path)) as scheduler:
+        await scheduler.run_batch([ToolCall(id="a", name="reports")], observer=listening)
+        await scheduler.run_batch([ToolCall(id="b", name="reports")], observer=Deaf())
+        turn = await scheduler.run_batch([ToolCall(id="c", name="reports")])
+    assert listening.messages == [("a", "half way")]
+    assert seen == [False, True, True]
+    assert turn.responses[0].status == "success"

@@ -48,6 +48,11 @@ def _no_progress(message: str) -> None:
     del message
 
 
+UNWATCHED_PROGRESS: Final[ProgressCallback] = _no_progress
+"""``ProducerContext.progress`` when nobody listens: a producer may then skip progress
+reports altogether (the MCP producer asks its server for none)."""
+
+
 @dataclass(slots=True)
 class ProducerContext:
     """What a producer gets besides the call.
@@ -76,7 +81,7 @@ class ProducerContext:
     log: Any = field(default_factory=lambda: structlog.get_logger("toolbatch.producer"))
     cancelled: anyio.Event = field(default_factory=anyio.Event)
     timeout_s: float | None = None
-    progress: ProgressCallback = _no_progress
+    progress: ProgressCallback = UNWATCHED_PROGRESS
     deadline: float | None = None
     process_policy: ProcessPolicy | None = None
     partial_result: ToolResult | None = None

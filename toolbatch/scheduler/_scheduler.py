@@ -75,6 +75,7 @@ from toolbatch.producers import (
     check_process_options,
     open_process_policy,
 )
+from toolbatch.producers._base import UNWATCHED_PROGRESS
 from toolbatch.recorder import Recorder, response_kind
 from toolbatch.scheduler._gate import (
     Admitted,
@@ -468,6 +469,11 @@ class _Reporter:
         if not plan.started:
             plan.started = True
             _safe_notify(self._started, plan.call)
+
+    @property
+    def listens_to_progress(self) -> bool:
+        """Whether the observer takes progress messages (else producers need not send any)."""
+        return self._progress is not None
 
     def progress(self, call: ToolCall, message: str) -> None:
         _safe_notify(self._progress, call, message)
@@ -934,6 +940,10 @@ class ToolScheduler:
         def report(message: str) -> None:
             reporter.progress(call, message)
 
+        # Without a listener the context keeps its default callback, which producers can
+        # tell from one that listens: the MCP producer then asks for no progress at all.
+        progress = report if reporter.listens_to_progress else UNWATCHED_PROGRESS
+
         # The deadline starts when the producer does: the configured ceiling plus a grace
         # to clean up, or the producer's own timeout (a @tool's) when that is shorter.
         ceiling = self.config.call_timeout
@@ -952,7 +962,7 @@ class ToolScheduler:
             log=_CallLog(call.id, call.name),
             cancelled=batch.new_event(),
             timeout_s=plan.timeout_s,
-            progress=report,
+            progress=progress,
             deadline=plan.deadline,
             process_policy=self._policy,
         )

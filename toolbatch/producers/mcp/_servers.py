@@ -34,7 +34,6 @@ Call timeout: the entry's ``timeout`` (ms) or ``tool_timeout_sec``, ``default_ti
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import os
@@ -50,7 +49,12 @@ import structlog
 
 from toolbatch._wire import ToolCall, ToolResult
 from toolbatch.errors import ConfigError, McpError
-from toolbatch.producers._base import Producer, ProducerContext, ToolDeclaration
+from toolbatch.producers._base import (
+    UNWATCHED_PROGRESS,
+    Producer,
+    ProducerContext,
+    ToolDeclaration,
+)
 from toolbatch.producers.mcp._config import HttpServerConfig, McpConfig
 from toolbatch.producers.mcp._connection import (
     DEFAULT_START_TIMEOUT_S,
@@ -87,9 +91,6 @@ MCP_TOOL_TIMEOUT_ENV: Final = "MCP_TOOL_TIMEOUT"
 MAX_TOOL_NAME_CHARS: Final = 64
 """Model APIs reject longer function names; longer ones are shortened with a digest."""
 _UNSAFE_NAME: Final = re.compile(r"[^A-Za-z0-9_-]")
-_UNWATCHED_PROGRESS: Final = next(
-    field.default for field in dataclasses.fields(ProducerContext) if field.name == "progress"
-)
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
@@ -157,7 +158,7 @@ class McpToolProducer:
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
         # Nobody listens to the default callback: skip the SDK's progress plumbing then.
-        progress = None if context.progress is _UNWATCHED_PROGRESS else context.progress
+        progress = None if context.progress is UNWATCHED_PROGRESS else context.progress
         connection = self._connection
         url = connection.config.url if isinstance(connection.config, HttpServerConfig) else None
         traced = trace_mcp_call(
