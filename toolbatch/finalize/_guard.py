@@ -9,7 +9,13 @@ import structlog
 from toolbatch._wire import Part
 from toolbatch.finalize._budget import effective_budget
 from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
-from toolbatch.finalize._slots import collect_slots, cut_slots, fit_slot, rebuild_parts
+from toolbatch.finalize._slots import (
+    collect_slots,
+    cut_slots,
+    fit_slot,
+    measure_slots,
+    rebuild_parts,
+)
 
 __all__ = ["enforce_send_budget"]
 
@@ -39,10 +45,12 @@ def enforce_send_budget(
     same = parts if isinstance(parts, list) else list(parts)
     if limit is None:
         return same
-    slots = collect_slots(same, owner=0, include_top_level_text=True, lifecycle=lifecycle)
-    before = sum(len(slot.text) for slot in slots)
+    texts: list[str] = []
+    measure_slots(same, texts, [], include_top_level_text=True, lifecycle=lifecycle)
+    before = sum(map(len, texts))
     if before <= limit:
-        return same
+        return same  # the usual case: measured as plain lists, no slot records
+    slots = collect_slots(same, owner=0, include_top_level_text=True, lifecycle=lifecycle)
     fits = [(slot, fit_slot(slot, allocation)) for slot, allocation in cut_slots(slots, limit)]
     after = before - sum(len(slot.text) - len(fitted.text) for slot, fitted in fits)
     log.warning(
