@@ -397,7 +397,7 @@ async def test_progress_reaches_an_observer_that_listens_and_is_not_asked_for_ot
     """With an observer taking progress, a producer's reports reach it; without one, the
     producer gets the context's default callback, so it can skip progress altogether (the
     MCP producer then asks its server for none)."""
-    from toolbatch.producers._base import UNWATCHED_PROGRESS
+    from toolbatch.producers import UNWATCHED_PROGRESS
 
     seen: list[bool] = []
 

@@ -11,6 +11,7 @@ from toolbatch._sandbox import (
 
 from ._base import (
     DEFAULT_CALL_TIMEOUT_S,
+    UNWATCHED_PROGRESS,
     Producer,
     ProducerContext,
     ProgressCallback,
@@ -23,6 +24,7 @@ from ._shell import ShellProducer
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "GENERIC_PREVIEW_CHARS",
+    "UNWATCHED_PROGRESS",
     "FunctionTool",
     "LandlockProbe",
     "ProcessPolicy",

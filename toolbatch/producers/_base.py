@@ -67,6 +67,8 @@ class ProducerContext:
             producer's own default). Producers that manage their own timeout (shell, MCP)
             use the smaller of this and their own, so they can still return partial output.
         progress: report progress (a short message) while the call runs; never raises.
+            It is ``UNWATCHED_PROGRESS`` when nobody listens: a producer may then skip
+            making progress reports at all (the MCP producer asks its server for none).
         deadline: when set, the runtime itself stops the call at this time (on the anyio
             clock, ``anyio.current_time()``) and answers it with a timeout error; a
             producer may then skip a timeout of its own that would end no sooner.

@@ -66,6 +66,7 @@ from toolbatch.hooks import (
     run_post_tool_batch_hooks,
 )
 from toolbatch.producers import (
+    UNWATCHED_PROGRESS,
     ProcessPolicy,
     Producer,
     ProducerContext,
@@ -75,7 +76,6 @@ from toolbatch.producers import (
     check_process_options,
     open_process_policy,
 )
-from toolbatch.producers._base import UNWATCHED_PROGRESS
 from toolbatch.recorder import Recorder, response_kind
 from toolbatch.scheduler._gate import (
     Admitted,
