@@ -506,6 +506,7 @@ _FUNCTION_RESPONSE_PART_FIELDS: Final = _FIELDS_SET.setdefault(
 _RESPONSE_FIELDS: Final = _FIELDS_SET.setdefault(
     ToolCallResponse, set(ToolCallResponse.model_fields)
 )
+_CALL_FIELDS: Final = _FIELDS_SET.setdefault(ToolCall, set(ToolCall.model_fields))
 
 
 def replace_field(model: _M, name: str, value: Any) -> _M:
@@ -590,10 +591,7 @@ def trusted_call(
     _set_attribute(call, "ordinal", ordinal)
     _set_attribute(call, "prompt_id", None)
     _set_attribute(call, "invalid", None)
-    fields_set = _FIELDS_SET.get(ToolCall)
-    if fields_set is None:
-        fields_set = _FIELDS_SET[ToolCall] = set(ToolCall.model_fields)
-    _set_fields_set(call, fields_set)
+    _set_fields_set(call, _CALL_FIELDS)
     _set_extra(call, None)
     _set_private(call, None)
     return call
@@ -602,8 +600,16 @@ def trusted_call(
 def text_result(text: str) -> ToolResult:
     """A successful ``ToolResult`` of plain text (an exact ``str``), unvalidated: what a
     tool function returned, on the hot path of every call."""
-    values = {"content": text, "display": None, "error": None}
-    return _trusted(ToolResult, {**values, "persisted_output_files": None, "preview": None})
+    return _trusted(
+        ToolResult,
+        {
+            "content": text,
+            "display": None,
+            "error": None,
+            "persisted_output_files": None,
+            "preview": None,
+        },
+    )
 
 
 def _function_response(call: ToolCall, response: dict[str, JsonValue]) -> FunctionResponsePart:
