@@ -219,8 +219,6 @@ class FunctionTool:
                     f"retry with less work or raise its timeout",
                     type="timeout",
                 )
-        if type(value) is str:
-            return text_result(value)
         if isinstance(value, bytes | bytearray | memoryview):
             return await _binary_result(bytes(value), call, context)
         return _to_result(value)
@@ -290,12 +288,12 @@ _JSON_VALUE: Final[pydantic.TypeAdapter[JsonValue]] = pydantic.TypeAdapter(JsonV
 
 def _to_result(value: object) -> ToolResult:
     """Wrap whatever a tool function returned as a ToolResult."""
+    if type(value) is str:  # the usual return: first, and unvalidated
+        return text_result(value)
     if isinstance(value, ToolResult):
         return value
     if value is None:
         return text_result("")
-    if type(value) is str:
-        return text_result(value)
     if isinstance(value, str):
         return ToolResult(content=value)
     if isinstance(value, _PART_TYPES):
