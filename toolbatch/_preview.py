@@ -152,16 +152,7 @@ def fit_excerpt(source: Excerpt, limit: int, *, paths: Sequence[str] = ()) -> tu
 
     ``source`` must not fit ``limit`` (use :func:`fit_text` for text that might).
     """
-    preview, head, tail = _fit(
-        source.head,
-        source.tail,
-        source.length,
-        source.unit,
-        source.notes,
-        source.trailer,
-        limit,
-        paths,
-    )
+    preview, head, tail = _fit(source, limit, paths)
     return preview, source.keeping(head, tail)
 
 
@@ -214,22 +205,14 @@ def _is_high(char: str) -> bool:
     return "\ud800" <= char <= "\udbff"
 
 
-def _fit(
-    head_source: str,
-    tail_source: str,
-    length: int,
-    unit: Unit,
-    notes: Sequence[str],
-    trailer: str,
-    limit: int,
-    paths: Sequence[str],
-) -> tuple[str, str, str]:
-    """:func:`fit_excerpt` on the excerpt's fields: the preview, the head and the tail kept."""
+def _fit(source: Excerpt, limit: int, paths: Sequence[str]) -> tuple[str, str, str]:
+    """:func:`fit_excerpt`'s preview, with the head and the tail it kept."""
+    length, unit, trailer = source.length, source.unit, source.trailer
     if limit <= 0:
         return "", "", ""
     if len(TRUNCATION_HEADER) >= limit:
         return TRUNCATION_HEADER[:limit], "", ""
-    header = _header(paths, notes, limit)
+    header = _header(paths, source.notes, limit)
     room = limit - len(header) - len(PREVIEW_SEPARATOR)
     if room <= 0:
         return header, "", ""
@@ -243,15 +226,15 @@ def _fit(
     if room > marker_room:
         content = room - marker_room
         head_size = content // HEAD_DIVISOR
-        tail = safe_suffix(tail_source, content - head_size)
+        tail = safe_suffix(source.tail, content - head_size)
     if not tail:
         # No room for a marker and a tail (or an excerpt without one): the head alone.
-        head = safe_prefix(head_source, room)
+        head = safe_prefix(source.head, room)
         if trailer and (not head or head.endswith("\n")):
             trailer = trailer[1:]
         body = PREVIEW_SEPARATOR + head + trailer if head or trailer else ""
         return header + body, head, ""
-    head = safe_prefix(head_source, head_size)
+    head = safe_prefix(source.head, head_size)
     if unit == "characters":
         omitted = length - len(head) - len(tail)
     else:
