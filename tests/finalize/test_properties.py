@@ -32,7 +32,7 @@ from toolbatch.finalize._slots import (
     collect_slots,
     cut_slots,
     fit_slot,
-    merge_state,
+    merge_fits,
     rebuild_parts,
     state_of,
 )
@@ -205,7 +205,7 @@ def test_each_response_is_persisted_at_most_once_over_repeated_passes(
 
 def reference_finalize(batch: list[ToolCallResponse], budget: int) -> list[ToolCallResponse]:
     """The text pass as the slot records state it, without a store: one Slot per string,
-    fitted through its Excerpt, rebuilt with rebuild_parts, its state from merge_state."""
+    fitted through its Excerpt, rebuilt with rebuild_parts, its state from merge_fits."""
     lifecycle = frozenset(DEFAULT_LIFECYCLE_TOOLS)
     slots_of = [
         collect_slots(
@@ -231,9 +231,9 @@ def reference_finalize(batch: list[ToolCallResponse], budget: int) -> list[ToolC
         paths = [os.fspath(path) for path in item.persisted_output_files or ()]
         fits = [(slot, fit_slot(slot, allocation, paths=paths)) for slot, allocation in owned]
         state = state_of(item.finalize_state)
-        merged = merge_state(
-            slots_of[owner],
-            (fitted for _, fitted in fits),
+        merged = merge_fits(
+            [slot.fitted for slot in slots_of[owner] if slot.fitted is not None],
+            [fitted for _, fitted in fits],
             media_checked=state is not None and state.media_checked,
         )
         files = item.persisted_output_files

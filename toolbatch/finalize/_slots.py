@@ -47,7 +47,6 @@ __all__ = [
     "measure_batch",
     "measure_slots",
     "merge_fits",
-    "merge_state",
     "rebuild_parts",
     "response_text_length",
     "state_of",
@@ -391,18 +390,6 @@ def _edited(part: Part, field: SlotField, folded: bool, text: str) -> Part:
     if isinstance(part, TextPart):
         return replace_field(part, "text", text)
     return part
-
-
-def merge_state(
-    slots: Iterable[Slot], fits: Iterable[FittedSlot], *, media_checked: bool
-) -> FinalizeState:
-    """A response's new ``finalize_state``: its new fits plus earlier ones still in place.
-
-    ``slots`` are the response's slots as collected (their ``fitted`` already checked
-    against the current text); ``fits`` are the fits made in this pass.
-    """
-    earlier = [slot.fitted for slot in slots if slot.fitted is not None]
-    return merge_fits(earlier, fits, media_checked=media_checked)
 
 
 def merge_fits(
