@@ -394,6 +394,8 @@ class ToolCallResponse(BaseModel):
         ``functionResponse`` part is used as given.
         """
         failure = result.error
+        if failure is None and status is None and type(result.content) is str:
+            return _text_response(call, result)  # the usual result: the hot path
         if status is None:
             status = "error" if failure is not None else "success"
         parts = _result_parts(call, result.content, failure)
@@ -563,6 +565,43 @@ def replace_function_response(
     _set_extra(copy, None)
     _set_private(copy, None)
     return copy
+
+
+def _text_response(call: ToolCall, result: ToolResult) -> ToolCallResponse:
+    """``ToolCallResponse.from_result`` of a successful text result, its three models made
+    inline as ``replace_finalized`` makes its copy (one per call of every batch)."""
+    body = _new_instance(FunctionResponse)
+    _set_dict(body, {"id": call.id, "name": call.name, "response": {"output": result.content}})
+    _set_fields_set(body, _FUNCTION_RESPONSE_FIELDS)
+    _set_extra(body, None)
+    _set_private(body, None)
+    part = _new_instance(FunctionResponsePart)
+    _set_dict(part, {"function_response": body})
+    _set_fields_set(part, _FUNCTION_RESPONSE_PART_FIELDS)
+    _set_extra(part, None)
+    _set_private(part, None)
+    response = _new_instance(ToolCallResponse)
+    _set_dict(
+        response,
+        {
+            "call_id": call.id,
+            "name": call.name,
+            "parts": [part],
+            "display": result.display,
+            "error": None,
+            "error_type": None,
+            "status": "success",
+            "persisted_output_files": result.persisted_output_files,
+            "finalize_state": result.preview,
+            "call_args": call.args,
+            "hook_notes": (),
+            "hook_stop": None,
+        },
+    )
+    _set_fields_set(response, _RESPONSE_FIELDS)
+    _set_extra(response, None)
+    _set_private(response, None)
+    return response
 
 
 def function_response_part(

@@ -157,6 +157,7 @@ class FunctionTool:
         self._is_async = inspect.iscoroutinefunction(func)
         doc, arg_docs = _docstring_parts(func)
         self._context_param, self._args_model = _args_model(func, tool_name, arg_docs)
+        self._takes_args = bool(self._args_model.model_fields)
         schema = self._args_model.model_json_schema()
         schema.pop("title", None)
         self._declaration = ToolDeclaration(
@@ -196,11 +197,15 @@ class FunctionTool:
 
     async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
         """Validate the arguments, call the function, and wrap what it returns."""
-        try:
-            parsed = self._args_model.model_validate(call.args)
-        except ValidationError as exc:
-            return ToolResult.failure(_describe_validation(self.name, exc), type="invalid_args")
-        kwargs = dict(parsed.__dict__)  # exactly the declared arguments (extra="forbid")
+        kwargs: dict[str, Any]
+        if self._takes_args or call.args:
+            try:
+                parsed = self._args_model.model_validate(call.args)
+            except ValidationError as exc:
+                return ToolResult.failure(_describe_validation(self.name, exc), type="invalid_args")
+            kwargs = dict(parsed.__dict__)  # exactly the declared arguments (extra="forbid")
+        else:
+            kwargs = {}  # a tool without arguments, called without any: nothing to check
         if self._context_param is not None:
             kwargs[self._context_param] = context
         limit = self.timeout_s

@@ -70,6 +70,7 @@ from toolbatch.producers import (
     ProcessPolicy,
     Producer,
     ProducerContext,
+    ProgressCallback,
     SandboxMode,
     ShellEnvMode,
     apply_output_threshold,
@@ -309,12 +310,27 @@ class SchedulerConfig:
 
 
 @dataclass(slots=True, eq=False)
+class _Route:
+    """How one tool's calls run, read from its producer once per batch (not per call)."""
+
+    producer: Producer
+    timeout_s: float
+    """What the call is told it may take (``ProducerContext.timeout_s``)."""
+    allowed_s: float
+    """When the runtime stops it: ``timeout_s``, plus a grace to clean up when that is the
+    configured ceiling rather than the producer's own, shorter timeout."""
+    output_threshold: int | None
+    needs_permission: bool
+    """Whether an ``approve`` callback is asked before a call runs (no rules, no hooks)."""
+
+
+@dataclass(slots=True, eq=False)
 class _Plan:
     """One call's place in the batch and, once known, its response."""
 
     ordinal: int
     call: ToolCall
-    producer: Producer | None = None
+    route: _Route | None = None
     response: ToolCallResponse | None = None
     context: ProducerContext | None = None
     deadline: float | None = None
@@ -419,6 +435,12 @@ class _Batch:
     new_event: Callable[[], anyio.Event]
     """Makes an ``anyio.Event`` of the running backend directly (``anyio.Event()`` finds
     the backend anew each time: most of a ``ProducerContext``'s cost)."""
+    abortable: bool
+    """Whether the caller can abort the batch (else ``aborted`` is never set)."""
+    gated: bool
+    """Whether every call passes the gate before it runs (PreToolUse hooks, rules)."""
+    post_hooks: bool
+    """Whether PostToolUse hooks see every call's response."""
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -468,7 +490,8 @@ class _Reporter:
     def started(self, plan: _Plan) -> None:
         if not plan.started:
             plan.started = True
-            _safe_notify(self._started, plan.call)
+            if self._started is not None:
+                _safe_notify(self._started, plan.call)
 
     @property
     def listens_to_progress(self) -> bool:
@@ -479,10 +502,12 @@ class _Reporter:
         _safe_notify(self._progress, call, message)
 
     def finished(self, plan: _Plan) -> None:
-        self.started(plan)
+        if not plan.started:
+            self.started(plan)
         if self.telemetry is not None:
             self.telemetry.call_finished(plan, plan.call, plan.response)
-        _safe_notify(self._finished, plan.call, plan.response)
+        if self._finished is not None:
+            _safe_notify(self._finished, plan.call, plan.response)
 
 
 class ToolScheduler:
@@ -779,6 +804,8 @@ class ToolScheduler:
             calls = [calls]  # one malformed "batch": answer it
         plans: list[_Plan] = []
         seen: set[str] = set()
+        routes: dict[str, _Route | None] = {}
+        in_order = True
         for index, raw in enumerate(calls):
             call, problem = _coerce_call(raw, index)
             ordinal = call.ordinal if call.ordinal is not None else index
@@ -800,20 +827,52 @@ class ToolScheduler:
                     error_type="duplicate_call",
                 )
             else:
-                producer = self._lookup(call.name)
-                if producer is None:
+                name = call.name
+                if name in routes:
+                    route = routes[name]
+                else:
+                    route = routes[name] = self._route(name)
+                if route is None:
                     known = ", ".join(sorted(self._available())) or "none"
                     plan.response = ToolCallResponse.failed(
                         call,
-                        f"unknown tool {call.name!r}; available tools: {known}",
+                        f"unknown tool {name!r}; available tools: {known}",
                         error_type="unknown_tool",
                     )
                 else:
-                    plan.producer = producer
+                    plan.route = route
             seen.add(call.id)
+            if plans and ordinal < plans[-1].ordinal:
+                in_order = False
             plans.append(plan)
-        plans.sort(key=lambda plan: plan.ordinal)
+        if not in_order:
+            plans.sort(key=lambda plan: plan.ordinal)
         return plans
+
+    def _route(self, name: str) -> _Route | None:
+        """How calls of tool ``name`` run in this batch (``None``: no such tool)."""
+        producer = self._lookup(name)
+        if producer is None:
+            return None
+        # The deadline is the configured ceiling plus a grace to clean up, or the
+        # producer's own timeout (a @tool's) when that is shorter.
+        ceiling = self.config.call_timeout
+        own = getattr(producer, "timeout_s", None)
+        if isinstance(own, int | float) and own < ceiling:
+            timeout_s = allowed_s = float(own)
+        else:
+            timeout_s, allowed_s = ceiling, ceiling + BACKSTOP_GRACE_S
+        # Generic persistence is opt-in per producer: @tool functions have a threshold;
+        # producers that bound their own output (shell, MCP) declare none.
+        threshold = getattr(producer, "output_threshold", None)
+        declaration = producer.declaration
+        return _Route(
+            producer,
+            timeout_s=timeout_s,
+            allowed_s=allowed_s,
+            output_threshold=threshold,
+            needs_permission=declaration.needs_permission and not declaration.trusted,
+        )
 
     async def _execute(
         self,
@@ -827,7 +886,16 @@ class ToolScheduler:
             return
         aborted = anyio.Event()
         deadlines = _Deadlines()
-        batch = _Batch(aborted, deadlines, reporter, approve, new_event=type(aborted))
+        batch = _Batch(
+            aborted,
+            deadlines,
+            reporter,
+            approve,
+            new_event=type(aborted),
+            abortable=abort is not None,
+            gated=self._gate.checks_before,
+            post_hooks=self._gate.has_post,
+        )
         # ``concurrency`` workers take the calls in the model's order: the limit without a
         # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
         # A call's deadline cancels its worker's scope (``_Worker``, ``_Deadlines``); an
@@ -862,13 +930,14 @@ class ToolScheduler:
         batch: _Batch,
     ) -> None:
         aborted, deadlines, reporter = batch.aborted, batch.deadlines, batch.reporter
+        abortable, telemetry = batch.abortable, reporter.telemetry
         worker = deadlines.worker()
         answered = 0
         while True:
             with anyio.CancelScope() as scope:
                 worker.scope = scope
                 for plan in queue:
-                    if aborted.is_set():
+                    if abortable and aborted.is_set():
                         return  # the rest are answered as cancelled once the batch ends
                     answered += 1
                     if answered % YIELD_EVERY_CALLS == 0:
@@ -876,8 +945,11 @@ class ToolScheduler:
                         # the rest of the loop: the abort watcher, an observer's writer.
                         await anyio.lowlevel.checkpoint()
                     worker.plan = plan
-                    with call_scope(reporter.telemetry, plan, plan.call):
+                    if telemetry is None:
                         plan.response = await self._answer(plan, worker, batch)
+                    else:
+                        with call_scope(telemetry, plan, plan.call):
+                            plan.response = await self._answer(plan, worker, batch)
                     deadlines.stop(worker)
                     reporter.finished(plan)
                     # An answered call needs its context no more: a batch of 100,000
@@ -924,50 +996,48 @@ class ToolScheduler:
         worker: _Worker,
         batch: _Batch,
     ) -> ToolCallResponse:
-        call, producer = plan.call, plan.producer
-        assert producer is not None
-        declaration = producer.declaration
+        call, route = plan.call, plan.route
+        assert route is not None
+        producer = route.producer
+        reporter = batch.reporter
         # Step: PreToolUse hooks, permission rules, approval (toolbatch.scheduler._gate).
-        deadlines, reporter = batch.deadlines, batch.reporter
-        if self._gate.checks_before or _asks_approval(declaration, batch.approve):
-            admitted = await self._admit(call, declaration, batch.approve)
-            if isinstance(admitted, ToolCallResponse):
-                return admitted
-            call = admitted.call
+        admitted: Admitted | None = None
+        if batch.gated or (route.needs_permission and batch.approve is not None):
+            checked = await self._admit(call, producer.declaration, batch.approve)
+            if isinstance(checked, ToolCallResponse):
+                return checked
+            admitted, call = checked, checked.call
+
+        progress: ProgressCallback
+        if reporter.listens_to_progress:
+
+            def report(message: str) -> None:
+                reporter.progress(call, message)
+
+            progress = report
         else:
-            admitted = Admitted(call)
+            # The context keeps its default callback, which producers can tell from one
+            # that listens: the MCP producer then asks for no progress at all.
+            progress = UNWATCHED_PROGRESS
 
-        def report(message: str) -> None:
-            reporter.progress(call, message)
-
-        # Without a listener the context keeps its default callback, which producers can
-        # tell from one that listens: the MCP producer then asks for no progress at all.
-        progress = report if reporter.listens_to_progress else UNWATCHED_PROGRESS
-
-        # The deadline starts when the producer does: the configured ceiling plus a grace
-        # to clean up, or the producer's own timeout (a @tool's) when that is shorter.
-        ceiling = self.config.call_timeout
-        own = getattr(producer, "timeout_s", None)
-        if isinstance(own, int | float) and own < ceiling:
-            plan.timeout_s = float(own)
-            allowed_s = plan.timeout_s
-        else:
-            plan.timeout_s = ceiling
-            allowed_s = ceiling + BACKSTOP_GRACE_S
+        # The deadline starts when the producer does.
+        deadlines = batch.deadlines
+        plan.timeout_s = route.timeout_s
         started = deadlines.now()
-        plan.deadline = started + allowed_s
-        deadlines.start(worker, plan.deadline)  # the call is cancelled there
+        plan.deadline = deadline = started + route.allowed_s
+        deadlines.start(worker, deadline)  # the call is cancelled there
         context = ProducerContext(
             store=self._store,
             log=_CallLog(call.id, call.name),
             cancelled=batch.new_event(),
-            timeout_s=plan.timeout_s,
+            timeout_s=route.timeout_s,
             progress=progress,
-            deadline=plan.deadline,
+            deadline=deadline,
             process_policy=self._policy,
         )
         plan.context = context
-        reporter.started(plan)
+        if not plan.started:
+            reporter.started(plan)
         try:
             result = await producer.run(call, context)
         except anyio.get_cancelled_exc_class():
@@ -984,17 +1054,15 @@ class ToolScheduler:
                 f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult",
                 error_type="tool_crashed",
             )
-        # Generic persistence is opt-in per producer: @tool functions have a threshold;
-        # producers that bound their own output (shell, MCP) declare none.
-        threshold = getattr(producer, "output_threshold", None)
-        if threshold is not None:
+        if route.output_threshold is not None:
             result = await apply_output_threshold(
-                result, call=call, store=self._store, threshold=threshold
+                result, call=call, store=self._store, threshold=route.output_threshold
             )
         response = ToolCallResponse.from_result(call, result)
         # Step: PostToolUse / PostToolUseFailure hooks; what they say rides on the response.
-        if admitted.notes or admitted.stop or self._gate.has_post:
+        if batch.post_hooks or (admitted is not None and (admitted.notes or admitted.stop)):
             elapsed_ms = round((deadlines.now() - started) * 1000)
+            admitted = admitted if admitted is not None else Admitted(call)
             response = await self._gate.after(call, response, admitted, elapsed_ms)
         return response
 
@@ -1010,11 +1078,6 @@ class ToolScheduler:
         if refused is not None:
             return refused
         return Admitted(call)
-
-
-def _asks_approval(declaration: ToolDeclaration, approve: ApprovalCallback | None) -> bool:
-    """Whether ``approve`` is asked before a call of this tool runs (no rules, no hooks)."""
-    return approve is not None and declaration.needs_permission and not declaration.trusted
 
 
 def _call_hook_text(responses: Sequence[ToolCallResponse]) -> tuple[list[str], str | None]:
