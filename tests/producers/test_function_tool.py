@@ -87,6 +87,26 @@ async def test_invalid_arguments_become_a_clear_error(
     assert "'search'" in result.error.message
 
 
+async def test_a_tool_without_arguments_still_refuses_any() -> None:
+    """A tool that takes no arguments runs with none and rejects one it was given."""
+    ran: list[str] = []
+
+    @tool
+    async def ping() -> str:
+        """Answer pong."""
+        ran.append("ping")
+        return "pong"
+
+    result = await ping.run(ToolCall(id="1", name="ping"), _ctx())
+    assert result.error is None
+    assert result.content == "pong"
+    refused = await ping.run(ToolCall(id="2", name="ping", args={"loud": True}), _ctx())
+    assert refused.error is not None
+    assert refused.error.type == "invalid_args"
+    assert "loud: Extra inputs" in refused.error.message
+    assert ran == ["ping"]
+
+
 async def test_sync_functions_run_in_a_worker_thread() -> None:
     """A sync tool runs off the event loop thread."""
     loop_thread = threading.get_ident()
