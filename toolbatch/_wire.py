@@ -636,6 +636,13 @@ def trusted_call(
     return call
 
 
+def completed_turn(
+    responses: list[ToolCallResponse], parts: list[Part], stop_reason: str | None
+) -> Turn:
+    """A ``Turn`` of values the turn's completion made, unvalidated (once per batch)."""
+    return _trusted(Turn, {"responses": responses, "parts": parts, "stop_reason": stop_reason})
+
+
 def text_result(text: str) -> ToolResult:
     """A successful ``ToolResult`` of plain text (an exact ``str``), unvalidated: what a
     tool function returned, on the hot path of every call."""

@@ -41,6 +41,7 @@ from toolbatch._wire import (
     ToolDeclaration,
     ToolResult,
     Turn,
+    completed_turn,
 )
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError, RecorderError
@@ -1127,7 +1128,7 @@ def _guarded_turn(
             offset += len(response.parts)
             rebuilt.append(response if own == response.parts else response.with_parts(own))
         responses = rebuilt
-    return Turn.model_construct(responses=responses, parts=guarded, stop_reason=stop_reason)
+    return completed_turn(responses, guarded, stop_reason)
 
 
 async def _watch_abort(
