@@ -8,7 +8,7 @@ Fault injection, and why it is honest:
   share of its primary-directory writes to ``/sys/kernel``, where the kernel refuses to
   create files with a real ``EACCES`` even for root; the library's own fallback code then
   handles a real ``PermissionError``. Both write paths are covered: one-shot ``persist``
-  (``_write_atomic``) and streams (``ArtifactStream._create_file``). Without that kernel
+  (``ArtifactStore._put``) and streams (``ArtifactStream._create_file``). Without that kernel
   behaviour the fault is skipped and the table says so.
 * Disk full. A real 1 MiB tmpfs (root only), filled up to a seeded amount of free space
   before the batch: ``ENOSPC`` comes from the kernel.
@@ -105,7 +105,7 @@ class ChaosStore(ArtifactStore):
 
     Args:
         deny_percent: the share of primary writes to refuse (0 to 100).
-        deny_seed: seeds which writes are refused (by artifact name, or call id for streams).
+        deny_seed: seeds which writes are refused (by call id, tool and suffix).
     """
 
     def __init__(
@@ -160,10 +160,11 @@ class ChaosStore(ArtifactStore):
         self.owners.setdefault(path, (call_id, tool_name))
         return path
 
-    async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
-        if directory == self._root and self.deny(name):
-            return await super()._write_atomic(DENIED_DIR, name, data)
-        return await super()._write_atomic(directory, name, data)
+    def _put(self, directory: Path, job: Any) -> Path | None:
+        key = f"{job.call_id}\0{job.tool_name}\0{job.suffix}"
+        if directory == self._root and self.deny(key):
+            return super()._put(DENIED_DIR, job)
+        return super()._put(directory, job)
 
 
 class _ChaosStream(ArtifactStream):
