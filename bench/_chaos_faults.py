@@ -120,6 +120,7 @@ class ChaosStore(ArtifactStore):
         self._deny_percent = deny_percent
         self._deny_seed = deny_seed
         self.denied = 0
+        self._denied_lock = threading.Lock()
         self.owners: dict[Path, tuple[str, str]] = {}
         super().__init__(root, fallback_dir=fallback_dir)
 
@@ -145,7 +146,8 @@ class ChaosStore(ArtifactStore):
             return False
         digest = hashlib.sha256(f"{self._deny_seed}\0{key}".encode("utf-8", "surrogatepass"))
         refused = int.from_bytes(digest.digest()[:4], "big") % 100 < self._deny_percent
-        self.denied += refused
+        with self._denied_lock:  # one-shot writes ask from worker threads
+            self.denied += refused
         return refused
 
     async def persist(self, call_id: str, tool_name: str, text: str) -> Path:
