@@ -8,7 +8,7 @@ Fault injection, and why it is honest:
   share of its primary-directory writes to ``/sys/kernel``, where the kernel refuses to
   create files with a real ``EACCES`` even for root; the library's own fallback code then
   handles a real ``PermissionError``. Both write paths are covered: one-shot ``persist``
-  (``_write_atomic``) and streams (``ArtifactStream._create_file``). Without that kernel
+  (``ArtifactStore._put``) and streams (``ArtifactStream._create_file``). Without that kernel
   behaviour the fault is skipped and the table says so.
 * Disk full. A real 1 MiB tmpfs (root only), filled up to a seeded amount of free space
   before the batch: ``ENOSPC`` comes from the kernel.
@@ -105,7 +105,7 @@ class ChaosStore(ArtifactStore):
 
     Args:
         deny_percent: the share of primary writes to refuse (0 to 100).
-        deny_seed: seeds which writes are refused (by artifact name, or call id for streams).
+        deny_seed: seeds which writes are refused (by call id, tool and suffix).
     """
 
     def __init__(
@@ -120,6 +120,7 @@ class ChaosStore(ArtifactStore):
         self._deny_percent = deny_percent
         self._deny_seed = deny_seed
         self.denied = 0
+        self._denied_lock = threading.Lock()
         self.owners: dict[Path, tuple[str, str]] = {}
         super().__init__(root, fallback_dir=fallback_dir)
 
@@ -145,7 +146,8 @@ class ChaosStore(ArtifactStore):
             return False
         digest = hashlib.sha256(f"{self._deny_seed}\0{key}".encode("utf-8", "surrogatepass"))
         refused = int.from_bytes(digest.digest()[:4], "big") % 100 < self._deny_percent
-        self.denied += refused
+        with self._denied_lock:  # one-shot writes ask from worker threads
+            self.denied += refused
         return refused
 
     async def persist(self, call_id: str, tool_name: str, text: str) -> Path:
@@ -160,10 +162,11 @@ class ChaosStore(ArtifactStore):
         self.owners.setdefault(path, (call_id, tool_name))
         return path
 
-    async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
-        if directory == self._root and self.deny(name):
-            return await super()._write_atomic(DENIED_DIR, name, data)
-        return await super()._write_atomic(directory, name, data)
+    def _put(self, directory: Path, job: Any) -> Path | None:
+        key = f"{job.call_id}\0{job.tool_name}\0{job.suffix}"
+        if directory == self._root and self.deny(key):
+            return super()._put(DENIED_DIR, job)
+        return super()._put(directory, job)
 
 
 class _ChaosStream(ArtifactStream):

@@ -1,5 +1,6 @@
 """Group commit: concurrent persists share directory fsyncs, and each artifact is still
-durable (its data fsynced before its rename, its rename fsynced) before its path is returned."""
+durable (its data fsynced before its rename, its rename fsynced) before its path is returned.
+Writeback of a file's data is started as soon as it is written, before its fsync."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+import toolbatch.artifacts
 from toolbatch import ArtifactStore, ToolCall, ToolCallResponse, ToolResult
 from toolbatch.finalize import finalize_tool_responses
 
@@ -38,6 +40,16 @@ class _Syscalls:
 
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "replace", replace)
+        real_start = toolbatch.artifacts._start_writeback
+        if real_start is not None:
+
+            def start_writeback(fd: int) -> None:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                real_start(fd)
+                with self._lock:
+                    self.events.append(("writeback", target))
+
+            monkeypatch.setattr(toolbatch.artifacts, "_start_writeback", start_writeback)
 
     def note(self, what: str, path: Path) -> None:
         with self._lock:
@@ -109,3 +121,56 @@ async def test_concurrent_persists_share_directory_fsyncs(
     assert 1 <= len(dir_syncs) < len(renames)
     last_rename = max(i for i, e in enumerate(calls.events) if e[0] == "rename")
     assert calls.dir_syncs_after(last_rename, root), "the last rename was never made durable"
+
+
+async def test_writeback_starts_before_the_data_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where Linux offers it, the disk is told to take a file's data right after it is
+    written, and the fsync that makes it durable comes after, before the rename."""
+    if toolbatch.artifacts._start_writeback is None:
+        pytest.skip("no sync_file_range on this platform")
+    store = ArtifactStore(tmp_path / "store")
+    calls = _Syscalls(monkeypatch)
+    path = await store.persist("c", "t", "line\n" * 200_000)
+    renamed = calls.index("rename", f"-> {path}")
+    source = calls.events[renamed][1].split(" -> ")[0]
+    assert calls.index("writeback", source) < calls.index("fsync-file", source) < renamed
+
+
+async def test_without_a_writeback_hint_artifacts_are_still_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A platform without sync_file_range writes the same artifact, fsynced before its
+    rename and its rename fsynced before the path is returned."""
+    monkeypatch.setattr(toolbatch.artifacts, "_start_writeback", None)
+    root = tmp_path / "store"
+    store = ArtifactStore(root)
+    calls = _Syscalls(monkeypatch)
+    text = "no hint\n" * 100_000
+    path = await store.persist("c", "t", text)
+    calls.note("returned", path)
+    renamed = calls.index("rename", f"-> {path}")
+    source = calls.events[renamed][1].split(" -> ")[0]
+    assert calls.index("fsync-file", source) < renamed
+    returned = calls.index("returned", os.fspath(path))
+    assert [i for i in calls.dir_syncs_after(renamed, root) if i < returned]
+    assert path.read_text() == text
+
+
+async def test_a_streamed_artifact_is_durable_before_commit_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's commit: data fsync, rename, then a directory fsync, before the path."""
+    root = tmp_path / "store"
+    store = ArtifactStore(root)
+    calls = _Syscalls(monkeypatch)
+    async with store.open_stream("c", "t") as stream:
+        await stream.write(b"chunk\n" * 100_000)
+        path = await stream.commit()
+    calls.note("returned", path)
+    renamed = calls.index("rename", f"-> {path}")
+    source = calls.events[renamed][1].split(" -> ")[0]
+    assert calls.index("fsync-file", source) < renamed
+    returned = calls.index("returned", os.fspath(path))
+    assert [i for i in calls.dir_syncs_after(renamed, root) if i < returned]

@@ -172,6 +172,19 @@ async def test_total_cap_holds_under_50_concurrent_persists(tmp_path: Path) -> N
     assert sum(p.stat().st_size for p in _files(tmp_path)) == 10_000
 
 
+async def test_a_full_store_still_reuses_an_identical_artifact(tmp_path: Path) -> None:
+    """At its total cap the store refuses new bytes but still returns an artifact that
+    already holds the same content (it needs no room)."""
+    store = ArtifactStore(tmp_path, max_total_bytes=10)
+    first = await store.persist("c", "t", "0123456789")
+    assert await store.persist("c", "t", "0123456789") == first
+    assert await store.persist_bytes("c", "t", b"0123456789", suffix=".txt") == first
+    with pytest.raises(ArtifactCapExceeded):
+        await store.persist("c", "t", "x")
+    assert store.written == (first,)
+    assert _files(tmp_path) == [first]
+
+
 async def test_unwritable_primary_falls_back_and_returns_the_real_path(tmp_path: Path) -> None:
     """When the primary is unusable (here: a file, not a directory) the fallback is used."""
     blocker = tmp_path / "not-a-dir"

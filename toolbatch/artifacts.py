@@ -7,24 +7,32 @@ are mode 0600 in a 0700 directory, and a symlink planted at a destination is rep
 followed. Names come from the call id made safe plus a digest of the call id and the content,
 so the same content for the same call is written once and two calls never overwrite each
 other. Byte caps (per file, per store) are reserved before a write starts.
+
+A one-shot write is one worker-thread hop: the bytes go to the temp file first and the
+disk is told to start on them at once (``sync_file_range`` where Linux has it), and the
+digest that names the file is computed while the disk works; only then is the name
+claimed, an identical artifact looked for (found: the temp file is dropped, the artifact
+is reused), the data fsynced and the file renamed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
 import os
 import re
 import stat
+import sys
 import tempfile
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-import aiofiles.os
 import anyio
 import anyio.to_thread
 import structlog
@@ -51,8 +59,8 @@ STREAM_FLUSH_BYTES: Final = 16 * 2**20
 PARALLEL_HASH_BYTES: Final = 1 * 2**20
 """From this size on, a flush hashes in one worker thread while another writes."""
 INLINE_ENCODE_CHARS: Final = 64 * 2**10
-"""Texts up to this many code points are encoded and hashed on the event loop; longer
-ones in a worker thread, so concurrent persists hash in parallel."""
+"""Non-ASCII texts up to this many code points are encoded on the event loop; longer ones
+in a worker thread (ASCII text is encoded in the thread that writes it)."""
 MAX_ID_CHARS: Final = 64
 MAX_TOOL_CHARS: Final = 32
 DIGEST_HEX_CHARS: Final = 24
@@ -63,6 +71,7 @@ TEMP_PREFIX: Final = ".tmp-"
 TEMP_SUFFIX: Final = ".part"
 
 _IOV_MAX: Final = 512
+_SYNC_FILE_RANGE_WRITE: Final = 2
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -90,12 +99,35 @@ def _digest_prefix(call_id: str) -> hashlib._Hash:
     return hasher
 
 
-def _encode_and_hash(call_id: str, text: str) -> tuple[bytes, hashlib._Hash]:
+def _encode(text: str) -> bytes:
     # Lone surrogates cannot be UTF-8; keep them visible as \udXXX instead of failing.
-    data = text.encode("utf-8", "backslashreplace")
-    hasher = _digest_prefix(call_id)
-    hasher.update(data)
-    return data, hasher
+    return text.encode("utf-8", "backslashreplace")
+
+
+def _load_start_writeback() -> Callable[[int], None] | None:
+    """``sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`` through libc, where it exists.
+
+    It starts writeback of a file's dirty pages and returns without waiting, so the disk
+    takes a file's data while its digest is computed; the fsync that follows only waits
+    for what is left. The os module has no binding for it (Python 3.11); elsewhere than
+    Linux, or without the symbol, there is none and the fsync alone does the work.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+
+    def start_writeback(fd: int) -> None:
+        function(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)  # advisory: the fsync reports failures
+
+    return start_writeback
+
+
+_start_writeback: Final = _load_start_writeback()
 
 
 def _existing_size(path: Path) -> int | None:
@@ -254,26 +286,10 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_file(directory: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` to a temp file in ``directory``, fsync it, and rename it to ``name``.
-
-    The rename is made durable by the caller's directory fsync (``ArtifactStore._sync_dir``,
-    shared by every rename of a group) before anyone is given the path.
-    """
-    fd, tmp = _open_temp(directory)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view[:WRITE_CHUNK_BYTES]) :]
-        os.fsync(fd)
-        final = directory / name
-        _rename_into_place(tmp, final)  # still open, so still locked: no sweep can take it
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-    finally:
-        os.close(fd)
-    return final
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:WRITE_CHUNK_BYTES]) :]
 
 
 def _sync_quietly(fd: int) -> None:
@@ -294,12 +310,34 @@ class _DirSync:
     rename made before it started.
 
     ``requested`` counts the renames waiting to be made durable, ``completed`` how many
-    of them a finished fsync covers; ``running`` is set while one is under way.
+    of them a finished fsync covers; ``running`` is set while one is under way. Writers
+    wait in their worker thread, so a published file costs no hop back to the event loop.
     """
 
+    changed: threading.Condition = field(default_factory=threading.Condition)
     requested: int = 0
     completed: int = 0
-    running: anyio.Event | None = None
+    running: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _OneShot:
+    """One ``persist`` in progress, and what its worker thread learned on the way.
+
+    ``content`` is bytes, or text known to be ASCII, so that ``len(content)`` is its size
+    in bytes either way; the thread encodes it once and keeps the bytes for a retry.
+    """
+
+    call_id: str
+    tool_name: str
+    content: str | bytes
+    suffix: str
+    claim: anyio.Event
+    """Set once this persist is over; others writing the same name wait for it."""
+    name: str | None = None
+    busy: anyio.Event | None = None
+    """Another persist was writing the same name: wait for it, then look again."""
+    reused: bool = False
 
 
 def _unlink_quietly(path: str) -> None:
@@ -309,10 +347,6 @@ def _unlink_quietly(path: str) -> None:
 
 def _default_fallback_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"toolbatch-fallback-{os.getuid()}"
-
-
-_awrite_file = aiofiles.os.wrap(_write_file)
-"""``_write_file`` on aiofiles' executor: one hop per file, whatever its size."""
 
 
 class ArtifactStore:
@@ -454,12 +488,13 @@ class ArtifactStore:
             ArtifactWriteError: neither the primary nor the fallback directory could be
                 written; it carries both causes.
         """
-        if len(text) <= INLINE_ENCODE_CHARS:
-            data, hasher = _encode_and_hash(call_id, text)
-        else:
-            data, hasher = await anyio.to_thread.run_sync(_encode_and_hash, call_id, text)
-        name = self.artifact_name(call_id, tool_name, hasher.hexdigest())
-        return await self._persist_named(name, data, call_id)
+        content: str | bytes = text
+        if not text.isascii():  # ASCII's size is its length; anything else is encoded first
+            if len(text) <= INLINE_ENCODE_CHARS:
+                content = _encode(text)
+            else:
+                content = await anyio.to_thread.run_sync(_encode, text)
+        return await self._persist_content(call_id, tool_name, content, ".txt")
 
     async def persist_bytes(
         self, call_id: str, tool_name: str, data: bytes, *, suffix: str = ".bin"
@@ -472,66 +507,145 @@ class ArtifactStore:
             ArtifactCapExceeded: the data would pass a cap; nothing was written.
             ArtifactWriteError: neither directory could be written.
         """
-        hasher = _digest_prefix(call_id)
-        if len(data) <= INLINE_ENCODE_CHARS:
-            hasher.update(data)
-        else:
-            await anyio.to_thread.run_sync(hasher.update, data)
-        name = self.artifact_name(call_id, tool_name, hasher.hexdigest(), safe_suffix(suffix))
-        return await self._persist_named(name, data, call_id)
+        return await self._persist_content(call_id, tool_name, data, safe_suffix(suffix))
 
     @traced_persist
-    async def _persist_named(self, name: str, data: bytes, call_id: str) -> Path:
-        while (pending := self._inflight.get(name)) is not None:
-            await pending.wait()
-        existing = self._find_existing(name, len(data), data)
-        if existing is not None:
-            log.debug("artifacts.reused", path=str(existing), bytes=len(data))
-            return existing
-        self._reserve(len(data))
-        done = self._inflight[name] = anyio.Event()
+    async def _persist_content(
+        self, call_id: str, tool_name: str, content: str | bytes, suffix: str
+    ) -> Path:
+        """Persist ``content`` (bytes, or ASCII text: ``len`` is its size) once, durably."""
+        size = len(content)
         try:
-            path = await self._write_with_fallback(name, data)
+            self._reserve(size)
+        except ArtifactCapExceeded:
+            # Full, but an identical artifact needs no room.
+            existing = await anyio.to_thread.run_sync(
+                self._find_identical, call_id, tool_name, content, suffix
+            )
+            if existing is None:
+                raise
+            log.debug("artifacts.reused", path=str(existing), bytes=size)
+            return existing
+        job = _OneShot(call_id, tool_name, content, suffix, anyio.Event())
+        published = False
+        try:
+            path = await self._put_with_fallback(job)
+            published = not job.reused
+        finally:
+            if not published:
+                self._release(size)
+            if job.name is not None and self._inflight.get(job.name) is job.claim:
+                del self._inflight[job.name]
+            job.claim.set()
+        if published:
+            self._written.append(path)
+            log.debug("artifacts.persisted", path=str(path), bytes=size, call_id=call_id)
+        else:
+            log.debug("artifacts.reused", path=str(path), bytes=size)
+        return path
+
+    async def _put_with_fallback(self, job: _OneShot) -> Path:
+        directory = self.root
+        primary_error: OSError | None = None
+        while True:
+            try:
+                # Shielded (and bounded by the per-file cap): a cancelled await would leave
+                # the thread running with our fd; the cancellation arrives once the file is
+                # published or gone.
+                with anyio.CancelScope(shield=True):
+                    path = await anyio.to_thread.run_sync(self._put, directory, job)
+            except OSError as error:
+                if primary_error is not None:
+                    raise ArtifactWriteError(
+                        primary_dir=self.root,
+                        primary_error=primary_error,
+                        fallback_dir=self.fallback_dir,
+                        fallback_error=error,
+                    ) from error
+                log.warning("artifacts.primary_failed", directory=str(self.root), error=str(error))
+                primary_error = error
+                directory = self.fallback_dir
+                continue
+            if path is not None:
+                return path
+            assert job.busy is not None
+            await job.busy.wait()
+            job.busy = None
+
+    def _put(self, directory: Path, job: _OneShot) -> Path | None:
+        """In a worker thread: publish ``job`` in ``directory`` durably, or find it there.
+
+        Returns the path (``job.reused`` tells a found one), or ``None`` when another
+        persist is writing the same name (``job.busy``). The data is fsynced before the
+        rename, and a directory fsync that started after the rename has finished before
+        this returns (``_sync_dir``), so the path is durable before anyone is given it.
+        """
+        if isinstance(job.content, str):
+            job.content = job.content.encode("ascii")
+        data = job.content
+        if job.name is not None:
+            found = self._claim(job, data)
+            if found is not None or job.busy is not None:
+                return found
+        fd, tmp = _open_temp(directory)
+        try:
+            _write_all(fd, data)
+            if _start_writeback is not None:
+                _start_writeback(fd)
+            if job.name is None:
+                hasher = _digest_prefix(job.call_id)
+                hasher.update(data)  # releases the GIL: other persists go on meanwhile
+                job.name = self.artifact_name(
+                    job.call_id, job.tool_name, hasher.hexdigest(), job.suffix
+                )
+                found = self._claim(job, data)
+                if found is not None or job.busy is not None:
+                    _unlink_quietly(tmp)
+                    return found
+            os.fsync(fd)
+            final = directory / job.name
+            _rename_into_place(tmp, final)  # still open, so still locked: no sweep can take it
         except BaseException:
-            self._release(len(data))
+            _unlink_quietly(tmp)
             raise
         finally:
-            del self._inflight[name]
-            done.set()
-        self._written.append(path)
-        log.debug("artifacts.persisted", path=str(path), bytes=len(data), call_id=call_id)
-        return path
+            os.close(fd)
+        self._publish(final)
+        return final
 
-    async def _write_with_fallback(self, name: str, data: bytes) -> Path:
+    def _claim(self, job: _OneShot, data: bytes) -> Path | None:
+        """Claim ``job.name``, unless another persist holds it (then ``job.busy`` is set);
+        an artifact already holding ``data`` under that name is returned (reused)."""
+        assert job.name is not None
+        holder = self._inflight.setdefault(job.name, job.claim)
+        if holder is not job.claim:
+            job.busy = holder
+            return None
+        existing = self._find_existing(job.name, len(data), data)
+        job.reused = existing is not None
+        return existing
+
+    def _publish(self, final: Path) -> None:
+        """Make the rename to ``final`` durable (``_sync_dir``); a file whose rename cannot
+        be made durable is removed, never handed out."""
         try:
-            return await self._write_atomic(self.root, name, data)
-        except OSError as primary_error:
-            log.warning(
-                "artifacts.primary_failed", directory=str(self.root), error=str(primary_error)
-            )
-            try:
-                return await self._write_atomic(self.fallback_dir, name, data)
-            except OSError as fallback_error:
-                raise ArtifactWriteError(
-                    primary_dir=self.root,
-                    primary_error=primary_error,
-                    fallback_dir=self.fallback_dir,
-                    fallback_error=fallback_error,
-                ) from fallback_error
+            self._sync_dir(final.parent)
+        except BaseException:
+            _unlink_quietly(os.fspath(final))
+            raise
 
-    async def _write_atomic(self, directory: Path, name: str, data: bytes) -> Path:
-        # One executor hop writes, fsyncs and renames the whole file; then the directory's
-        # fsync, shared with the other files written meanwhile (group commit), makes the
-        # rename durable before the path is returned. Both are shielded (and bounded by the
-        # per-file cap): a cancelled await would leave the thread running with our fd; the
-        # cancellation arrives once the file is published or gone.
-        with anyio.CancelScope(shield=True):
-            path: Path = await _awrite_file(directory, name, data)
-            await self._sync_dir(directory)
-        return path
+    def _find_identical(
+        self, call_id: str, tool_name: str, content: str | bytes, suffix: str
+    ) -> Path | None:
+        data = content.encode("ascii") if isinstance(content, str) else content
+        hasher = _digest_prefix(call_id)
+        hasher.update(data)
+        name = self.artifact_name(call_id, tool_name, hasher.hexdigest(), suffix)
+        return self._find_existing(name, len(data), data)
 
-    async def _sync_dir(self, directory: Path) -> None:
-        """Return once a directory ``fsync`` that started after this call has finished.
+    def _sync_dir(self, directory: Path) -> None:
+        """In a worker thread: return once a directory ``fsync`` that started after this
+        call has finished.
 
         Concurrent writers share it (group commit): while one fsync runs, every rename that
         asks meanwhile waits for the next one, which covers them all. A failed fsync is
@@ -539,22 +653,24 @@ class ArtifactStore:
         """
         state = self._dir_syncs.get(directory)
         if state is None:
-            state = self._dir_syncs[directory] = _DirSync()
-        state.requested += 1
-        mine = state.requested
-        while state.completed < mine:
-            running = state.running
-            if running is not None:
-                await running.wait()
-                continue
-            covers = state.requested
-            done = state.running = anyio.Event()
-            try:
-                await anyio.to_thread.run_sync(_fsync_dir, directory)
-            finally:
-                state.running = None
-                done.set()
-            state.completed = max(state.completed, covers)
+            state = self._dir_syncs.setdefault(directory, _DirSync())
+        with state.changed:
+            state.requested += 1
+            mine = state.requested
+            while state.completed < mine:
+                if state.running:
+                    state.changed.wait()
+                    continue
+                covers = state.requested
+                state.running = True
+                state.changed.release()
+                try:
+                    _fsync_dir(directory)
+                finally:
+                    state.changed.acquire()
+                    state.running = False
+                    state.changed.notify_all()
+                state.completed = max(state.completed, covers)
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -803,8 +919,6 @@ class ArtifactStream:
         try:
             with anyio.CancelScope(shield=True):
                 path, reused = await anyio.to_thread.run_sync(self._commit_sync)
-                if not reused:
-                    await self.store._sync_dir(path.parent)
         except OSError as exc:
             self._fail(exc)
             raise self._as_write_error(exc) from exc
@@ -850,14 +964,14 @@ class ArtifactStream:
                 _unlink_quietly(handle.tmp)
                 return existing, True
             final = handle.directory / name
-            # Still open, so still locked: no sweep can take it. ``commit`` makes the rename
-            # durable (the directory's fsync) before it returns the path.
+            # Still open, so still locked: no sweep can take it.
             _rename_into_place(handle.tmp, final)
         except OSError:
             _unlink_quietly(handle.tmp)
             raise
         finally:
             os.close(handle.fd)
+        self.store._publish(final)
         return final, False
 
     async def discard(self) -> None:

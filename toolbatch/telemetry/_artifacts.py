@@ -1,7 +1,7 @@
 """Persistence: a ``toolbatch.artifact.persist`` span per artifact, and its metrics.
 
 The artifact store is the only code that writes tool output to disk, so its two ways of
-writing are decorated: a one-shot write (``ArtifactStore._persist_named``, used by
+writing are decorated: a one-shot write (``ArtifactStore._persist_content``, used by
 ``persist`` and ``persist_bytes``) and a stream's ``commit``. A write that found an
 identical artifact already on disk is marked ``toolbatch.artifact.reused`` and is not
 counted again. A write that failed (a cap, both directories) is a failure, counted by its
@@ -119,25 +119,28 @@ def _begin(store: ArtifactStore, attributes: dict[str, Any]) -> _Persist | None:
 
 
 def traced_persist(
-    method: Callable[[StoreT, str, bytes, str], Awaitable[Path]],
-) -> Callable[[StoreT, str, bytes, str], Awaitable[Path]]:
-    """Decorates ``ArtifactStore._persist_named(name, data, call_id)``."""
+    method: Callable[[StoreT, str, str, str | bytes, str], Awaitable[Path]],
+) -> Callable[[StoreT, str, str, str | bytes, str], Awaitable[Path]]:
+    """Decorates ``ArtifactStore._persist_content(call_id, tool_name, content, suffix)``,
+    whose ``content`` is bytes or ASCII text (its length is its size in bytes)."""
 
     @functools.wraps(method)
-    async def persist_named(store: StoreT, name: str, data: bytes, call_id: str) -> Path:
-        kind = "text" if name.endswith(".txt") else "binary"
-        persist = _begin(store, {ARTIFACT_BYTES: len(data), ARTIFACT_KIND: kind})
+    async def persist_content(
+        store: StoreT, call_id: str, tool_name: str, content: str | bytes, suffix: str
+    ) -> Path:
+        kind = "text" if suffix == ".txt" else "binary"
+        persist = _begin(store, {ARTIFACT_BYTES: len(content), ARTIFACT_KIND: kind})
         if persist is None:
-            return await method(store, name, data, call_id)
+            return await method(store, call_id, tool_name, content, suffix)
         try:
-            path = await method(store, name, data, call_id)
+            path = await method(store, call_id, tool_name, content, suffix)
         except BaseException as exc:
             persist.failed(exc)
             raise
-        persist.succeeded(path, len(data))
+        persist.succeeded(path, len(content))
         return path
 
-    return persist_named
+    return persist_content
 
 
 StreamT = TypeVar("StreamT", bound=ArtifactStream)
