@@ -55,6 +55,7 @@ __all__ = [
     "replace_fields",
     "replace_finalized",
     "replace_function_response",
+    "replace_response",
 ]
 
 _PART_CONFIG: Final = ConfigDict(
@@ -550,7 +551,18 @@ def replace_function_response(
     ``replace_fields(part, function_response=replace_fields(part.function_response,
     response=response))`` in one call: the finalizer's hot path, for values it made.
     """
-    values = part.function_response.__dict__.copy()
+    return replace_response(part.function_response, response)
+
+
+def replace_response(
+    function_response: FunctionResponse, response: dict[str, JsonValue]
+) -> FunctionResponsePart:
+    """A new part holding a copy of ``function_response`` with ``response``, unvalidated.
+
+    :func:`replace_function_response` for a caller that already holds the function
+    response (the finalizer keeps it from measuring, rather than reaching it again).
+    """
+    values = function_response.__dict__.copy()
     values["response"] = response
     body = _new_instance(FunctionResponse)
     _set_dict(body, values)
