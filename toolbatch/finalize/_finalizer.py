@@ -542,7 +542,7 @@ def _rebuild(
             if function_response is not None:
                 # The output was the body's only key: the new body is the preview alone.
                 parts: list[Part] = [replace_response(function_response, {"output": preview})]
-                new_state: object = OutputCut(preview, head, tail, length)
+                new_state: object = OutputCut(preview, len(head), len(tail), length)
             else:
                 place = places[index]
                 parts = edit_parts(response.parts, [(place, preview)])

@@ -31,7 +31,7 @@ from toolbatch._wire import (
     replace_function_response,
 )
 from toolbatch.finalize._allocation import allocate_budget
-from toolbatch.finalize._fit import Excerpt, Preview, fit_excerpt
+from toolbatch.finalize._fit import Excerpt, Preview, cut_ends, fit_excerpt
 
 __all__ = [
     "FIRST_OUTPUT",
@@ -113,18 +113,20 @@ class OutputCut:
 
     The finalizer writes one per cut response of that shape (most of them) instead of a
     :class:`FinalizeState` holding a :class:`FittedSlot` and an :class:`Excerpt`: the same
-    fit, as four plain fields, read through :func:`state_of`.
+    fit, as four plain fields, read through :func:`state_of`. The head and tail the
+    preview kept are read back from it by their sizes (``cut_ends``) rather than kept as
+    two more strings per response.
 
     Attributes:
-        text: the preview, exactly as written.
-        head: the head of the source it kept.
-        tail: the tail of the source it kept.
+        text: the preview, exactly as written (by ``cut_text``).
+        head_size: the length of the source's head it kept.
+        tail_size: the length of the source's tail it kept.
         length: the source's length in code points.
     """
 
     text: str
-    head: str
-    tail: str
+    head_size: int
+    tail_size: int
     length: int
 
 
@@ -139,7 +141,8 @@ def state_of(state: object) -> FinalizeState | None:
     if isinstance(state, FinalizeState):
         return state
     if isinstance(state, OutputCut):
-        excerpt = Excerpt(state.head, state.tail, state.length)
+        head, tail = cut_ends(state.text, state.head_size, state.tail_size, state.length)
+        excerpt = Excerpt(head, tail, state.length)
         return FinalizeState((FittedSlot(0, "output", state.text, excerpt),))
     if isinstance(state, Preview):
         return FinalizeState((FittedSlot(0, "output", state.text, state.excerpt),))
