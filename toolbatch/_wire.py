@@ -55,7 +55,7 @@ __all__ = [
     "replace_fields",
     "replace_finalized",
     "replace_function_response",
-    "replace_response",
+    "replace_output",
 ]
 
 _PART_CONFIG: Final = ConfigDict(
@@ -551,18 +551,7 @@ def replace_function_response(
     ``replace_fields(part, function_response=replace_fields(part.function_response,
     response=response))`` in one call: the finalizer's hot path, for values it made.
     """
-    return replace_response(part.function_response, response)
-
-
-def replace_response(
-    function_response: FunctionResponse, response: dict[str, JsonValue]
-) -> FunctionResponsePart:
-    """A new part holding a copy of ``function_response`` with ``response``, unvalidated.
-
-    :func:`replace_function_response` for a caller that already holds the function
-    response (the finalizer keeps it from measuring, rather than reaching it again).
-    """
-    values = function_response.__dict__.copy()
+    values = part.function_response.__dict__.copy()
     values["response"] = response
     body = _new_instance(FunctionResponse)
     _set_dict(body, values)
@@ -575,6 +564,44 @@ def replace_response(
     _set_extra(copy, None)
     _set_private(copy, None)
     return copy
+
+
+def replace_output(
+    response: ToolCallResponse,
+    function_response: FunctionResponse,
+    output: str,
+    finalize_state: object,
+    persisted_output_files: tuple[Path, ...] | None,
+) -> ToolCallResponse:
+    """A copy of ``response`` whose one part holds ``{"output": output}``, unvalidated.
+
+    The part is a copy of ``function_response`` (the response's only part, whose body held
+    only its ``output``) with that body; ``finalize_state`` and ``persisted_output_files``
+    are set as in :func:`replace_finalized`. The finalizer's usual cut, one per cut
+    response: the three models in one call, for values it made.
+    """
+    values = function_response.__dict__.copy()
+    values["response"] = {"output": output}
+    body = _new_instance(FunctionResponse)
+    _set_dict(body, values)
+    _set_fields_set(body, _FUNCTION_RESPONSE_FIELDS)
+    _set_extra(body, None)
+    _set_private(body, None)
+    part = _new_instance(FunctionResponsePart)
+    _set_dict(part, {"function_response": body})
+    _set_fields_set(part, _FUNCTION_RESPONSE_PART_FIELDS)
+    _set_extra(part, None)
+    _set_private(part, None)
+    values = response.__dict__.copy()
+    values["parts"] = [part]
+    values["finalize_state"] = finalize_state
+    values["persisted_output_files"] = persisted_output_files
+    instance = _new_instance(ToolCallResponse)
+    _set_dict(instance, values)
+    _set_fields_set(instance, _RESPONSE_FIELDS)
+    _set_extra(instance, None)
+    _set_private(instance, None)
+    return instance
 
 
 def function_response_part(

@@ -42,7 +42,7 @@ from toolbatch._wire import (
     ToolCallResponse,
     replace_fields,
     replace_finalized,
-    replace_response,
+    replace_output,
 )
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
@@ -541,13 +541,15 @@ def _rebuild(
             function_response = outputs[owner]
             if function_response is not None:
                 # The output was the body's only key: the new body is the preview alone.
-                parts: list[Part] = [replace_response(function_response, {"output": preview})]
-                new_state: object = OutputCut(preview, len(head), len(tail), length)
-            else:
-                place = places[index]
-                parts = edit_parts(response.parts, [(place, preview)])
-                excerpt = Excerpt(head, tail, length)
-                new_state = FinalizeState((FittedSlot(place[0], place[1], preview, excerpt),))
+                state = OutputCut(preview, len(head), len(tail), length)
+                finalized[owner] = replace_output(
+                    response, function_response, preview, state, files
+                )
+                continue
+            place = places[index]
+            parts = edit_parts(response.parts, [(place, preview)])
+            excerpt = Excerpt(head, tail, length)
+            new_state: object = FinalizeState((FittedSlot(place[0], place[1], preview, excerpt),))
         else:
             parts, new_state, saved = _refit(
                 response, cut[first : bounds[group + 1]], cuts, *cuts.slots_of(owner), paths
