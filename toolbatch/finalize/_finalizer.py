@@ -10,8 +10,12 @@ on the whole batch before hooks see it and again after. A pass:
    response that has no persistence decision yet (once, with bounded concurrency), then
    fits the cut slots without I/O, so the cap holds whatever the disk did. The batch is
    kept as plain lists (slot texts, places, lengths); only the cut slots are fitted and
-   each cut response is rebuilt once, from values already valid. Both synchronous
-   stretches run with the cyclic garbage collector paused (see ``_collector``).
+   each cut response is rebuilt once, from values already valid.
+
+The walk that measures the slots also finds the media to check, so a batch without media
+is read once to measure it and once more to rebuild what it cuts. The synchronous
+stretches run with the cyclic garbage collector paused (see ``_collector``); a batch with
+nothing to write is planned, fitted and rebuilt in one of them.
 
 Persistence has a deadline: what is not written by then is treated as unsaved (the
 response is cut without a file reference, still within budget).
@@ -387,8 +391,8 @@ async def _fit_budget(
     lifecycle: frozenset[str],
     media_part_bytes: int,
 ) -> list[ToolCallResponse]:
-    # One walk measures the batch and finds any media to check; the media pass (which may
-    # await) then runs only for a batch that has media.
+    # The media pass (which may await) runs only for a batch the measuring walk found media
+    # in; it measures again only when the media pass changed a response.
     with collector_paused():
         slots = measure_batch(same, lifecycle)
     if slots.media:
