@@ -588,7 +588,10 @@ def replace_output(
     _set_extra(body, None)
     _set_private(body, None)
     part = _new_instance(FunctionResponsePart)
-    _set_dict(part, {"function_response": body})
+    # Its one field set as an attribute, which CPython keeps in the object (as trusted_call
+    # does), rather than a dict of its own: per cut response, one container fewer for the
+    # cyclic collector and about 190 bytes less of fresh heap.
+    _set_attribute(part, "function_response", body)
     _set_fields_set(part, _FUNCTION_RESPONSE_PART_FIELDS)
     _set_extra(part, None)
     _set_private(part, None)
