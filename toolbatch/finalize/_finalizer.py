@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from operator import gt
+from operator import eq, gt
 from pathlib import Path
 from typing import Final
 
@@ -472,7 +472,7 @@ class _Cuts:
     allocation: list[int]
     cut: list[int]
     owners: list[int]
-    bounds: list[int]
+    bounds: Sequence[int]
     before: int
 
     def slots_of(self, owner: int) -> tuple[int, int]:
@@ -490,9 +490,9 @@ def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
     allocation = allocate_budget(lengths, limit)
     cut = list(compress(range(len(lengths)), map(gt, lengths, allocation)))
     count = len(cut)
-    if len(ends) == len(texts) and ends == list(range(1, len(ends) + 1)):
+    if len(ends) == len(texts) and all(map(eq, ends, range(1, len(ends) + 1))):
         # One slot per response (the usual batch): slot i is response i's.
-        every = list(range(count + 1))
+        every = range(count + 1)
         return _Cuts(texts, places, ends, outputs, lengths, allocation, cut, cut, every, before)
     owners: list[int] = []
     bounds: list[int] = []
