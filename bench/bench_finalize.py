@@ -37,12 +37,11 @@ from bench._report import Row, Target
 from toolbatch import (
     ArtifactStore,
     FunctionResponsePart,
-    Part,
     ToolCall,
     ToolCallResponse,
     ToolResult,
 )
-from toolbatch._wire import replace_finalized, replace_function_response
+from toolbatch._wire import replace_output
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, finalize_tool_responses
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._collector import collector_paused
@@ -439,9 +438,8 @@ def _time_copies(batch: list[ToolCallResponse], previews: list[str]) -> float:
         for response, preview in zip(batch, previews, strict=True):
             part = response.parts[0]
             assert isinstance(part, FunctionResponsePart)
-            body = {**part.function_response.response, "output": preview}
-            parts: list[Part] = [replace_function_response(part, body)]
-            copies.append(replace_finalized(response, parts, None, ()))
+            function_response = part.function_response
+            copies.append(replace_output(response, function_response, preview, None, ()))
     kept = [copies]  # the first allocation after the pause: the young collection runs here
     elapsed = time.perf_counter() - started
     assert len(kept[0]) == len(batch)

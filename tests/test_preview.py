@@ -6,7 +6,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import strategies
-from toolbatch._preview import TRUNCATION_HEADER, Excerpt, cut_text, fit_excerpt, fit_text
+from toolbatch._preview import (
+    TRUNCATION_HEADER,
+    Excerpt,
+    cut_ends,
+    cut_text,
+    fit_excerpt,
+    fit_text,
+)
 
 texts = st.text(min_size=1, max_size=3_000)
 notes = st.lists(st.text(st.characters(blacklist_characters="\n"), max_size=40), max_size=3)
@@ -51,6 +58,19 @@ def test_cut_text_is_the_preview_of_the_complete_text(
     assert (preview, head, tail) == (expected, kept.head, kept.tail)
     if len(text) > limit:
         assert fit_text(text, limit, paths=paths) == expected
+
+
+@given(
+    text=strategies.texts(),
+    limit=st.integers(-2, 4_000),
+    paths=st.lists(st.sampled_from(["/artifacts/a.txt", "/x/" + "long/" * 40]), max_size=2),
+)
+def test_a_cut_text_preview_gives_back_its_ends_from_their_sizes(
+    text: str, limit: int, paths: list[str]
+) -> None:
+    """Kept as its preview and two sizes, a cut still yields the head and tail it kept."""
+    preview, head, tail = cut_text(text, limit, paths)
+    assert cut_ends(preview, len(head), len(tail), len(text)) == (head, tail)
 
 
 def test_a_cut_text_preview_is_pinned() -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "Excerpt",
     "Preview",
     "Unit",
+    "cut_ends",
     "cut_text",
     "fit_excerpt",
     "fit_text",
@@ -199,6 +200,19 @@ def cut_text(text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, str
             return preview, head, tail
     head = safe_prefix(text, room)
     return (header + PREVIEW_SEPARATOR + head if head else header), head, ""
+
+
+def cut_ends(preview: str, head_size: int, tail_size: int, length: int) -> tuple[str, str]:
+    """The head and the tail a :func:`cut_text` preview of a ``length``-long text holds.
+
+    Read back from the preview by their sizes, so a caller that keeps the preview needs
+    to keep only the two sizes (the finalizer keeps them for every cut slot).
+    """
+    if not tail_size:  # a head-only preview ends with its head
+        return (preview[len(preview) - head_size :] if head_size else ""), ""
+    tail_start = len(preview) - tail_size
+    head_end = tail_start - len(omission_marker(max(length - head_size - tail_size, 0)))
+    return preview[head_end - head_size : head_end], preview[tail_start:]
 
 
 def _is_high(char: str) -> bool:

@@ -55,6 +55,7 @@ __all__ = [
     "replace_fields",
     "replace_finalized",
     "replace_function_response",
+    "replace_output",
 ]
 
 _PART_CONFIG: Final = ConfigDict(
@@ -602,6 +603,47 @@ def _text_response(call: ToolCall, result: ToolResult) -> ToolCallResponse:
     _set_extra(response, None)
     _set_private(response, None)
     return response
+
+
+def replace_output(
+    response: ToolCallResponse,
+    function_response: FunctionResponse,
+    output: str,
+    finalize_state: object,
+    persisted_output_files: tuple[Path, ...] | None,
+) -> ToolCallResponse:
+    """A copy of ``response`` whose one part holds ``{"output": output}``, unvalidated.
+
+    The part is a copy of ``function_response`` (the response's only part, whose body held
+    only its ``output``) with that body; ``finalize_state`` and ``persisted_output_files``
+    are set as in :func:`replace_finalized`. The finalizer's usual cut, one per cut
+    response: the three models in one call, for values it made.
+    """
+    values = function_response.__dict__.copy()
+    values["response"] = {"output": output}
+    body = _new_instance(FunctionResponse)
+    _set_dict(body, values)
+    _set_fields_set(body, _FUNCTION_RESPONSE_FIELDS)
+    _set_extra(body, None)
+    _set_private(body, None)
+    part = _new_instance(FunctionResponsePart)
+    # Its one field set as an attribute, which CPython keeps in the object (as trusted_call
+    # does), rather than a dict of its own: per cut response, one container fewer for the
+    # cyclic collector and about 190 bytes less of fresh heap.
+    _set_attribute(part, "function_response", body)
+    _set_fields_set(part, _FUNCTION_RESPONSE_PART_FIELDS)
+    _set_extra(part, None)
+    _set_private(part, None)
+    values = response.__dict__.copy()
+    values["parts"] = [part]
+    values["finalize_state"] = finalize_state
+    values["persisted_output_files"] = persisted_output_files
+    instance = _new_instance(ToolCallResponse)
+    _set_dict(instance, values)
+    _set_fields_set(instance, _RESPONSE_FIELDS)
+    _set_extra(instance, None)
+    _set_private(instance, None)
+    return instance
 
 
 def function_response_part(

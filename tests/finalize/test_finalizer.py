@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
+import pickle
 from pathlib import Path
 
 import anyio
@@ -432,3 +434,18 @@ def test_toolcall_ids_are_echoed_unchanged() -> None:
     assert isinstance(part, FunctionResponsePart)
     assert part.function_response.id == "weird/../id"
     assert item.persisted_output_files == ()
+
+
+async def test_a_cut_response_is_a_model_like_any_other() -> None:
+    """Equal, dumped, copied and pickled alike: a cut response and its validated twin."""
+    [item] = await finalize_tool_responses([response("a", "q" * 10_000)], budget=500)
+    assert item.content_length <= 500
+    twin = ToolCallResponse.model_validate(item.model_dump())
+    assert twin.parts == item.parts
+    assert twin.model_dump() == item.model_dump()
+    assert twin.model_dump_json() == item.model_dump_json()
+    assert item.model_copy() == item
+    assert copy.deepcopy(item) == item
+    assert pickle.loads(pickle.dumps(item)) == item
+    renamed = item.model_copy(update={"name": "other"})
+    assert (renamed.name, renamed.parts) == ("other", item.parts)

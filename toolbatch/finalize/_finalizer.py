@@ -10,8 +10,12 @@ on the whole batch before hooks see it and again after. A pass:
    response that has no persistence decision yet (once, with bounded concurrency), then
    fits the cut slots without I/O, so the cap holds whatever the disk did. The batch is
    kept as plain lists (slot texts, places, lengths); only the cut slots are fitted and
-   each cut response is rebuilt once, from values already valid. Both synchronous
-   stretches run with the cyclic garbage collector paused (see ``_collector``).
+   each cut response is rebuilt once, from values already valid.
+
+The walk that measures the slots also finds the media to check, so a batch without media
+is read once to measure it and once more to rebuild what it cuts. The synchronous
+stretches run with the cyclic garbage collector paused (see ``_collector``); a batch with
+nothing to write is planned, fitted and rebuilt in one of them.
 
 Persistence has a deadline: what is not written by then is treated as unsaved (the
 response is cut without a file reference, still within budget).
@@ -25,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from operator import gt
+from operator import eq, gt
 from pathlib import Path
 from typing import Final
 
@@ -34,6 +38,7 @@ import anyio.to_thread
 import structlog
 
 from toolbatch._wire import (
+    FunctionResponse,
     FunctionResponsePart,
     InlineDataPart,
     Part,
@@ -41,7 +46,7 @@ from toolbatch._wire import (
     ToolCallResponse,
     replace_fields,
     replace_finalized,
-    replace_function_response,
+    replace_output,
 )
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ConfigError
@@ -58,7 +63,7 @@ from toolbatch.finalize._media import (
     media_suffix,
 )
 from toolbatch.finalize._slots import (
-    FIRST_OUTPUT,
+    BatchSlots,
     FinalizeState,
     FittedSlot,
     OutputCut,
@@ -148,8 +153,7 @@ async def finalize_tool_responses(
     if limit is None:
         return same
     writer = _Writer(store, same, persist_concurrency, anyio.current_time() + persist_timeout_s)
-    checked = await _check_media(same, writer, media_part_bytes)
-    return await _fit_budget(checked, writer, limit, lifecycle)
+    return await _fit_budget(same, writer, limit, lifecycle, media_part_bytes)
 
 
 class _Writer:
@@ -381,12 +385,38 @@ async def _check_media(
 
 
 async def _fit_budget(
-    same: list[ToolCallResponse], writer: _Writer, limit: int, lifecycle: frozenset[str]
+    same: list[ToolCallResponse],
+    writer: _Writer,
+    limit: int,
+    lifecycle: frozenset[str],
+    media_part_bytes: int,
 ) -> list[ToolCallResponse]:
+    # The media pass (which may await) runs only for a batch the measuring walk found media
+    # in; it measures again only when the media pass changed a response.
     with collector_paused():
-        cuts = _plan_cuts(same, limit, lifecycle)
-    if cuts is None:
-        return same
+        slots = measure_batch(same, lifecycle)
+    if slots.media:
+        checked = await _check_media(same, writer, media_part_bytes)
+        if checked is not same:
+            same = checked
+            with collector_paused():
+                slots = measure_batch(same, lifecycle)
+    with collector_paused():
+        cuts = _plan_cuts(slots, limit)
+        if cuts is None:
+            return same
+        jobs = _persistence_jobs(same, cuts, writer)
+        if not jobs:  # nothing to write: fitted in the same synchronous stretch
+            return _finish(same, cuts, {}, limit)
+    written = await writer.write_all(jobs)
+    with collector_paused():
+        return _finish(same, cuts, written, limit)
+
+
+def _persistence_jobs(
+    same: list[ToolCallResponse], cuts: _Cuts, writer: _Writer
+) -> dict[object, tuple[str, str, str | bytes, str]]:
+    """A write per cut response that has no persistence decision yet (none without a store)."""
     jobs: dict[object, tuple[str, str, str | bytes, str]] = {}
     if writer.store is not None:
         for owner in cuts.owners:
@@ -394,9 +424,13 @@ async def _fit_budget(
                 start, end = cuts.slots_of(owner)
                 text = PERSISTED_SLOT_SEPARATOR.join(cuts.texts[start:end])
                 jobs[owner] = (writer.id_of(owner), same[owner].name, text, ".txt")
-    written = await writer.write_all(jobs)
-    with collector_paused():
-        finalized, after, decided = _rebuild(same, cuts, written)
+    return jobs
+
+
+def _finish(
+    same: list[ToolCallResponse], cuts: _Cuts, written: dict[object, Path], limit: int
+) -> list[ToolCallResponse]:
+    finalized, after, decided = _rebuild(same, cuts, written)
     log.info(
         "finalize.reduced",
         responses=len(same),
@@ -420,6 +454,8 @@ class _Cuts:
         texts: every slot's text, in batch order.
         places: every slot's place in its response.
         ends: per response, one past the index of its last slot.
+        outputs: per response, its function response when that holds the response's one
+            slot as its only key (see :class:`BatchSlots`), else ``None``.
         lengths: every slot's length.
         allocation: every slot's share of the budget.
         cut: the indices of the slots longer than their share, ascending.
@@ -431,11 +467,12 @@ class _Cuts:
     texts: list[str]
     places: list[Place]
     ends: list[int]
+    outputs: list[FunctionResponse | None]
     lengths: list[int]
     allocation: list[int]
     cut: list[int]
     owners: list[int]
-    bounds: list[int]
+    bounds: Sequence[int]
     before: int
 
     def slots_of(self, owner: int) -> tuple[int, int]:
@@ -443,9 +480,9 @@ class _Cuts:
         return (self.ends[owner - 1] if owner else 0), self.ends[owner]
 
 
-def _plan_cuts(same: list[ToolCallResponse], limit: int, lifecycle: frozenset[str]) -> _Cuts | None:
-    """Measure the batch and water-fill ``limit`` across its slots; ``None`` when it fits."""
-    texts, places, ends = measure_batch(same, lifecycle)
+def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
+    """Water-fill ``limit`` across the batch's slots; ``None`` when it fits."""
+    texts, places, ends, outputs = slots.texts, slots.places, slots.ends, slots.outputs
     lengths = list(map(len, texts))
     before = sum(lengths)
     if before <= limit:
@@ -453,11 +490,10 @@ def _plan_cuts(same: list[ToolCallResponse], limit: int, lifecycle: frozenset[st
     allocation = allocate_budget(lengths, limit)
     cut = list(compress(range(len(lengths)), map(gt, lengths, allocation)))
     count = len(cut)
-    if len(ends) == len(texts) and ends == list(range(1, len(ends) + 1)):
+    if len(ends) == len(texts) and all(map(eq, ends, range(1, len(ends) + 1))):
         # One slot per response (the usual batch): slot i is response i's.
-        return _Cuts(
-            texts, places, ends, lengths, allocation, cut, cut, list(range(count + 1)), before
-        )
+        every = range(count + 1)
+        return _Cuts(texts, places, ends, outputs, lengths, allocation, cut, cut, every, before)
     owners: list[int] = []
     bounds: list[int] = []
     first = 0
@@ -470,7 +506,7 @@ def _plan_cuts(same: list[ToolCallResponse], limit: int, lifecycle: frozenset[st
         if first < count and cut[first] < end:
             first = bisect_left(cut, end, first)
     bounds.append(count)
-    return _Cuts(texts, places, ends, lengths, allocation, cut, owners, bounds, before)
+    return _Cuts(texts, places, ends, outputs, lengths, allocation, cut, owners, bounds, before)
 
 
 def _rebuild(
@@ -479,9 +515,10 @@ def _rebuild(
     """Fit the cut slots and rebuild each cut response once; the other responses stay as
     they are. Returns the batch, its budgeted length after, and how many responses got
     their persistence decision in this pass."""
-    texts, places, lengths, allocation, cut = (
+    texts, places, outputs, lengths, allocation, cut = (
         cuts.texts,
         cuts.places,
+        cuts.outputs,
         cuts.lengths,
         cuts.allocation,
         cuts.cut,
@@ -498,27 +535,25 @@ def _rebuild(
             decided_now += 1
             files = (written[owner],) if owner in written else ()
         paths: Sequence[str] = [os.fspath(path) for path in files] if files else ()
-        parts = response.parts
         first = bounds[group]
         if response.finalize_state is None and bounds[group + 1] - first == 1:
             # The usual case: one slot, cut from its whole text, no earlier fit.
             index = cut[first]
-            place = places[index]
             length = lengths[index]
             preview, head, tail = cut_text(texts[index], allocation[index], paths)
             after -= length - len(preview)
-            if place is FIRST_OUTPUT:
-                parts = list(parts)
-                part = parts[0]
-                assert isinstance(part, FunctionResponsePart)
-                body = part.function_response.response.copy()
-                body["output"] = preview
-                parts[0] = replace_function_response(part, body)
-                new_state: object = OutputCut(preview, head, tail, length)
-            else:
-                parts = edit_parts(parts, [(place, preview)])
-                excerpt = Excerpt(head, tail, length)
-                new_state = FinalizeState((FittedSlot(place[0], place[1], preview, excerpt),))
+            function_response = outputs[owner]
+            if function_response is not None:
+                # The output was the body's only key: the new body is the preview alone.
+                state = OutputCut(preview, len(head), len(tail), length)
+                finalized[owner] = replace_output(
+                    response, function_response, preview, state, files
+                )
+                continue
+            place = places[index]
+            parts = edit_parts(response.parts, [(place, preview)])
+            excerpt = Excerpt(head, tail, length)
+            new_state: object = FinalizeState((FittedSlot(place[0], place[1], preview, excerpt),))
         else:
             parts, new_state, saved = _refit(
                 response, cut[first : bounds[group + 1]], cuts, *cuts.slots_of(owner), paths

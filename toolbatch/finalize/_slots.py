@@ -19,7 +19,9 @@ from typing import Final, Literal, TypeAlias
 
 from toolbatch._wire import (
     RESPONSE_TEXT_KEYS,
+    FunctionResponse,
     FunctionResponsePart,
+    InlineDataPart,
     Part,
     TextPart,
     ToolCallResponse,
@@ -29,10 +31,11 @@ from toolbatch._wire import (
     replace_function_response,
 )
 from toolbatch.finalize._allocation import allocate_budget
-from toolbatch.finalize._fit import Excerpt, Preview, fit_excerpt
+from toolbatch.finalize._fit import Excerpt, Preview, cut_ends, fit_excerpt
 
 __all__ = [
     "FIRST_OUTPUT",
+    "BatchSlots",
     "FinalizeState",
     "FittedSlot",
     "OutputCut",
@@ -110,18 +113,20 @@ class OutputCut:
 
     The finalizer writes one per cut response of that shape (most of them) instead of a
     :class:`FinalizeState` holding a :class:`FittedSlot` and an :class:`Excerpt`: the same
-    fit, as four plain fields, read through :func:`state_of`.
+    fit, as four plain fields, read through :func:`state_of`. The head and tail the
+    preview kept are read back from it by their sizes (``cut_ends``) rather than kept as
+    two more strings per response.
 
     Attributes:
-        text: the preview, exactly as written.
-        head: the head of the source it kept.
-        tail: the tail of the source it kept.
+        text: the preview, exactly as written (by ``cut_text``).
+        head_size: the length of the source's head it kept.
+        tail_size: the length of the source's tail it kept.
         length: the source's length in code points.
     """
 
     text: str
-    head: str
-    tail: str
+    head_size: int
+    tail_size: int
     length: int
 
 
@@ -136,7 +141,8 @@ def state_of(state: object) -> FinalizeState | None:
     if isinstance(state, FinalizeState):
         return state
     if isinstance(state, OutputCut):
-        excerpt = Excerpt(state.head, state.tail, state.length)
+        head, tail = cut_ends(state.text, state.head_size, state.tail_size, state.length)
+        excerpt = Excerpt(head, tail, state.length)
         return FinalizeState((FittedSlot(0, "output", state.text, excerpt),))
     if isinstance(state, Preview):
         return FinalizeState((FittedSlot(0, "output", state.text, state.excerpt),))
@@ -254,22 +260,43 @@ def measure_slots(
             places.append((index, "text", False))
 
 
-def measure_batch(
-    responses: Sequence[ToolCallResponse], lifecycle: frozenset[str]
-) -> tuple[list[str], list[Place], list[int]]:
-    """Every budgeted slot of a batch, as plain lists: texts, places, and where each ends.
+@dataclass(slots=True)
+class BatchSlots:
+    """A batch's budgeted slots as plain lists (what :func:`measure_batch` returns).
 
-    ``ends[owner]`` is one past the index of the response's last slot. A response of one
-    function response holding only a string ``output`` (most of them) is read directly;
-    any other goes through :func:`measure_slots`, which states the rule.
+    Attributes:
+        texts: every slot's text, in batch order.
+        places: every slot's place in its response.
+        ends: per response, one past the index of its last slot.
+        outputs: per response, its function response when the response is one function
+            response holding only a string ``output`` (most are; that string is its one
+            slot), else ``None``.
+        media: some response holds an inline media part.
+    """
+
+    texts: list[str]
+    places: list[Place]
+    ends: list[int]
+    outputs: list[FunctionResponse | None]
+    media: bool
+
+
+def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[str]) -> BatchSlots:
+    """Every budgeted slot of a batch, as plain lists, in one walk over the responses.
+
+    A response of one function response holding only a string ``output`` (most of them)
+    is read directly; any other goes through :func:`measure_slots`, which states the rule.
     """
     texts: list[str] = []
     places: list[Place] = []
     ends: list[int] = []
+    outputs: list[FunctionResponse | None] = []
+    media = False
     for response in responses:
         parts = response.parts
         if len(parts) == 1 and type(part := parts[0]) is FunctionResponsePart:
-            body = part.function_response.response
+            function_response = part.function_response
+            body = function_response.response
             if (
                 len(body) == 1
                 and type(output := body.get("output")) is str
@@ -278,7 +305,10 @@ def measure_batch(
                 texts.append(output)
                 places.append(FIRST_OUTPUT)
                 ends.append(len(texts))
+                outputs.append(function_response)
                 continue
+        elif not media:
+            media = InlineDataPart in map(type, parts)
         measure_slots(
             parts,
             texts,
@@ -289,7 +319,8 @@ def measure_batch(
             success=response.status == "success",
         )
         ends.append(len(texts))
-    return texts, places, ends
+        outputs.append(None)
+    return BatchSlots(texts, places, ends, outputs, media)
 
 
 def collect_slots(
