@@ -577,7 +577,7 @@ def _text_response(call: ToolCall, result: ToolResult) -> ToolCallResponse:
     _set_extra(body, None)
     _set_private(body, None)
     part = _new_instance(FunctionResponsePart)
-    _set_dict(part, {"function_response": body})
+    _set_attribute(part, "function_response", body)  # no dict of its own: see replace_output
     _set_fields_set(part, _FUNCTION_RESPONSE_PART_FIELDS)
     _set_extra(part, None)
     _set_private(part, None)
