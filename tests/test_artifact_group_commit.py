@@ -68,6 +68,16 @@ class _Syscalls:
             if i > position and event == "fsync-dir" and target == os.fspath(directory)
         ]
 
+    def assert_durable_when_returned(self, path: Path, directory: Path) -> None:
+        """``path``'s data was fsynced before its rename, and a directory fsync that came
+        after the rename finished before the path was returned (noted as ``returned``)."""
+        renamed = self.index("rename", f"-> {path}")
+        source = self.events[renamed][1].split(" -> ")[0]
+        assert self.index("fsync-file", source) < renamed
+        returned = self.index("returned", os.fspath(path))
+        syncs = [i for i in self.dir_syncs_after(renamed, directory) if i < returned]
+        assert syncs, f"{path.name} was returned before a directory fsync covered its rename"
+
 
 async def test_each_artifact_is_durable_before_its_path_is_returned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -89,12 +99,7 @@ async def test_each_artifact_is_durable_before_its_path_is_returned(
             group.start_soon(one, index)
     assert len(paths) == 12
     for path in paths.values():
-        renamed = calls.index("rename", f"-> {path}")
-        returned = calls.index("returned", os.fspath(path))
-        source = calls.events[renamed][1].split(" -> ")[0]
-        assert calls.index("fsync-file", source) < renamed
-        syncs = [i for i in calls.dir_syncs_after(renamed, root) if i < returned]
-        assert syncs, f"{path.name} was returned before a directory fsync covered its rename"
+        calls.assert_durable_when_returned(path, root)
         assert path.read_text() == f"output {int(path.name.split('-')[1][1:])}\n" * 5_000
 
 
@@ -150,11 +155,7 @@ async def test_without_a_writeback_hint_artifacts_are_still_durable(
     text = "no hint\n" * 100_000
     path = await store.persist("c", "t", text)
     calls.note("returned", path)
-    renamed = calls.index("rename", f"-> {path}")
-    source = calls.events[renamed][1].split(" -> ")[0]
-    assert calls.index("fsync-file", source) < renamed
-    returned = calls.index("returned", os.fspath(path))
-    assert [i for i in calls.dir_syncs_after(renamed, root) if i < returned]
+    calls.assert_durable_when_returned(path, root)
     assert path.read_text() == text
 
 
@@ -169,8 +170,4 @@ async def test_a_streamed_artifact_is_durable_before_commit_returns(
         await stream.write(b"chunk\n" * 100_000)
         path = await stream.commit()
     calls.note("returned", path)
-    renamed = calls.index("rename", f"-> {path}")
-    source = calls.events[renamed][1].split(" -> ")[0]
-    assert calls.index("fsync-file", source) < renamed
-    returned = calls.index("returned", os.fspath(path))
-    assert [i for i in calls.dir_syncs_after(renamed, root) if i < returned]
+    calls.assert_durable_when_returned(path, root)
