@@ -634,16 +634,7 @@ def replace_output(
     _set_fields_set(part, _FUNCTION_RESPONSE_PART_FIELDS)
     _set_extra(part, None)
     _set_private(part, None)
-    values = response.__dict__.copy()
-    values["parts"] = [part]
-    values["finalize_state"] = finalize_state
-    values["persisted_output_files"] = persisted_output_files
-    instance = _new_instance(ToolCallResponse)
-    _set_dict(instance, values)
-    _set_fields_set(instance, _RESPONSE_FIELDS)
-    _set_extra(instance, None)
-    _set_private(instance, None)
-    return instance
+    return replace_finalized(response, [part], finalize_state, persisted_output_files)
 
 
 def function_response_part(
