@@ -503,8 +503,7 @@ class _Reporter:
         _safe_notify(self._progress, call, message)
 
     def finished(self, plan: _Plan) -> None:
-        if not plan.started:
-            self.started(plan)
+        self.started(plan)
         if self.telemetry is not None:
             self.telemetry.call_finished(plan, plan.call, plan.response)
         if self._finished is not None:
@@ -1037,8 +1036,7 @@ class ToolScheduler:
             process_policy=self._policy,
         )
         plan.context = context
-        if not plan.started:
-            reporter.started(plan)
+        reporter.started(plan)
         try:
             result = await producer.run(call, context)
         except anyio.get_cancelled_exc_class():
