@@ -155,6 +155,22 @@ def test_from_result_wraps_text_as_function_response_output() -> None:
     assert response.status == "success"
 
 
+def test_from_result_of_one_text_part_is_the_response_of_its_text() -> None:
+    """One text part (an MCP tool's usual result) answers as its text would: equal, dumped
+    and validated alike."""
+    call = ToolCall(id="c9", name="mcp__s__echo", args={"text": "hi"})
+    from_part = ToolCallResponse.from_result(call, ToolResult(content=[TextPart(text="hi")]))
+    from_text = ToolCallResponse.from_result(call, ToolResult(content="hi"))
+    assert from_part == from_text
+    assert from_part.model_dump(by_alias=True) == from_text.model_dump(by_alias=True)
+    general = ToolCallResponse.from_result(  # a status given: the general path
+        call, ToolResult(content=[TextPart(text="hi")]), status="success"
+    )
+    assert from_part == general
+    assert from_part.model_dump_json() == general.model_dump_json()
+    assert from_part.content_length == 2
+
+
 def test_from_result_keeps_media_after_the_function_response() -> None:
     """Parts content: texts joined into the output, media kept (same objects) after it."""
     image = InlineDataPart.model_validate({"inlineData": {"mimeType": "image/png", "data": "AA=="}})

@@ -395,8 +395,13 @@ class ToolCallResponse(BaseModel):
         ``functionResponse`` part is used as given.
         """
         failure = result.error
-        if failure is None and status is None and type(result.content) is str:
-            return _text_response(call, result)  # the usual result: the hot path
+        if failure is None and status is None:
+            # The usual results, the hot path: text, or one text part (an MCP tool's).
+            content = result.content
+            if type(content) is str:
+                return _text_response(call, result, content)
+            if len(content) == 1 and type(content[0]) is TextPart:
+                return _text_response(call, result, content[0].text)
         if status is None:
             status = "error" if failure is not None else "success"
         parts = _result_parts(call, result.content, failure)
@@ -568,11 +573,12 @@ def replace_function_response(
     return copy
 
 
-def _text_response(call: ToolCall, result: ToolResult) -> ToolCallResponse:
-    """``ToolCallResponse.from_result`` of a successful text result, its three models made
-    inline as ``replace_finalized`` makes its copy (one per call of every batch)."""
+def _text_response(call: ToolCall, result: ToolResult, text: str) -> ToolCallResponse:
+    """``ToolCallResponse.from_result`` of a successful result whose content is ``text``, its
+    three models made inline as ``replace_finalized`` makes its copy (one per call of every
+    batch)."""
     body = _new_instance(FunctionResponse)
-    _set_dict(body, {"id": call.id, "name": call.name, "response": {"output": result.content}})
+    _set_dict(body, {"id": call.id, "name": call.name, "response": {"output": text}})
     _set_fields_set(body, _FUNCTION_RESPONSE_FIELDS)
     _set_extra(body, None)
     _set_private(body, None)

@@ -15,7 +15,7 @@ on the whole batch before hooks see it and again after. A pass:
 The walk that measures the slots also finds the media to check, so a batch without media
 is read once to measure it and once more to rebuild what it cuts. The synchronous
 stretches run with the cyclic garbage collector paused (see ``_collector``); a batch with
-nothing to write is planned, fitted and rebuilt in one of them.
+nothing to write is planned, fitted and rebuilt without an ``await`` between.
 
 Persistence has a deadline: what is not written by then is treated as unsaved (the
 response is cut without a file reference, still within budget).
@@ -152,25 +152,37 @@ async def finalize_tool_responses(
     same = responses if isinstance(responses, list) else list(responses)
     if limit is None:
         return same
-    writer = _Writer(store, same, persist_concurrency, anyio.current_time() + persist_timeout_s)
+    writer = _Writer(store, same, persist_concurrency, persist_timeout_s)
     return await _fit_budget(same, writer, limit, lifecycle, media_part_bytes)
 
 
 class _Writer:
-    """Persistence for one pass: bounded concurrency, one deadline, distinct ids."""
+    """Persistence for one pass: bounded concurrency, one deadline, distinct ids.
+
+    The deadline is ``timeout_s`` after the pass's first write starts (the media check's or
+    the cut responses'): most passes write nothing and never read the clock.
+    """
 
     def __init__(
         self,
         store: ArtifactStore | None,
         responses: Sequence[ToolCallResponse],
         concurrency: int,
-        deadline: float,
+        timeout_s: float,
     ) -> None:
         self.store = store
         self._responses = responses
         self._ids: list[str] | None = None  # made when first needed: most passes write nothing
         self._concurrency = concurrency
-        self._deadline = deadline
+        self._timeout_s = timeout_s
+        self._deadline: float | None = None
+
+    def remaining_s(self) -> float:
+        """The seconds left before the pass's deadline (which starts with this first ask)."""
+        now = anyio.current_time()
+        if self._deadline is None:
+            self._deadline = now + self._timeout_s
+        return max(0.0, self._deadline - now)
 
     def id_of(self, owner: int) -> str:
         if self._ids is None:
@@ -207,8 +219,8 @@ class _Writer:
                 else:
                     written[key] = path
 
-        remaining = self._deadline - anyio.current_time()
-        with anyio.move_on_after(max(0.0, remaining)) as scope:
+        remaining = self.remaining_s()
+        with anyio.move_on_after(remaining) as scope:
             async with anyio.create_task_group() as group:
                 for key, job in jobs.items():
                     group.start_soon(one, key, job)
@@ -217,7 +229,7 @@ class _Writer:
                 "finalize.persist_deadline",
                 files=len(jobs),
                 written=len(written),
-                deadline_s=round(max(0.0, remaining), 3),
+                deadline_s=round(remaining, 3),
             )
         return written
 
@@ -395,18 +407,20 @@ async def _fit_budget(
     # in; it measures again only when the media pass changed a response.
     with collector_paused():
         slots = measure_batch(same, lifecycle)
+        # The usual turn, without media, is measured and planned in one synchronous stretch.
+        cuts = None if slots.media else _plan_cuts(slots, limit)
     if slots.media:
         checked = await _check_media(same, writer, media_part_bytes)
-        if checked is not same:
-            same = checked
-            with collector_paused():
+        with collector_paused():
+            if checked is not same:
+                same = checked
                 slots = measure_batch(same, lifecycle)
+            cuts = _plan_cuts(slots, limit)
+    if cuts is None:
+        return same  # it fits
     with collector_paused():
-        cuts = _plan_cuts(slots, limit)
-        if cuts is None:
-            return same
         jobs = _persistence_jobs(same, cuts, writer)
-        if not jobs:  # nothing to write: fitted in the same synchronous stretch
+        if not jobs:  # nothing to write: fitted with no await since it was planned
             return _finish(same, cuts, {}, limit)
     written = await writer.write_all(jobs)
     with collector_paused():

@@ -46,12 +46,19 @@ PLAN_MODE_REENTRY_REMINDER: Final = (
 """What it returns when plan mode is entered again after a rejected plan."""
 
 
+_checked: list[frozenset[str] | None] = [None]
+"""The frozen set :func:`check_lifecycle_tools` accepted last (each turn passes the same)."""
+
+
 def check_lifecycle_tools(tools: Iterable[str], *, name: str = "lifecycle_tools") -> frozenset[str]:
     """The lifecycle tool names as a frozen set.
 
     Raises:
         ConfigError: a bare string (a common slip for a one-name set) or a non-string name.
     """
+    checked = _checked[0]
+    if tools is checked and checked is not None:
+        return checked  # the frozen set accepted last: each turn passes the same (hot path)
     if isinstance(tools, str | bytes):
         raise ConfigError(
             f"{name} must be a collection of tool names, got the string {tools!r}; wrap it: "
@@ -67,4 +74,6 @@ def check_lifecycle_tools(tools: Iterable[str], *, name: str = "lifecycle_tools"
     for tool in names:
         if not isinstance(tool, str) or not tool:
             raise ConfigError(f"{name} must hold non-empty tool names, got {tool!r}")
+    if names is tools:
+        _checked[0] = names  # immutable: checking it again would find the same
     return names

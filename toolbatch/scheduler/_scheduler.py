@@ -436,6 +436,8 @@ class _Batch:
     new_event: Callable[[], anyio.Event]
     """Makes an ``anyio.Event`` of the running backend directly (``anyio.Event()`` finds
     the backend anew each time: most of a ``ProducerContext``'s cost)."""
+    new_scope: Callable[[], anyio.CancelScope]
+    """Makes an ``anyio.CancelScope`` of the running backend directly, likewise."""
     abortable: bool
     """Whether the caller can abort the batch (else ``aborted`` is never set)."""
     gated: bool
@@ -536,6 +538,10 @@ class ToolScheduler:
         self._policy: ProcessPolicy | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._mcp: Any = None
+        # The running backend's own classes, found once when the session opens:
+        # ``anyio.Event()`` and ``anyio.CancelScope()`` look the backend up on every call.
+        self._new_event: Callable[[], anyio.Event] = anyio.Event
+        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
         self._gate = CallGate.build(
             self.config.event_hooks(),
             self.config.loaded_settings.permissions,
@@ -575,6 +581,8 @@ class ToolScheduler:
             await stack.aclose()
             raise
         self._stack = stack
+        self._new_event = type(anyio.Event())
+        self._new_scope = type(anyio.CancelScope())
         log.info(
             "scheduler.opened",
             tools=len(self._producers),
@@ -884,14 +892,15 @@ class ToolScheduler:
         runnable = [plan for plan in plans if plan.response is None]
         if not runnable:
             return
-        aborted = anyio.Event()
+        aborted = self._new_event()
         deadlines = _Deadlines()
         batch = _Batch(
             aborted,
             deadlines,
             reporter,
             approve,
-            new_event=type(aborted),
+            new_event=self._new_event,
+            new_scope=self._new_scope,
             abortable=abort is not None,
             gated=self._gate.checks_before,
             post_hooks=self._gate.has_post,
@@ -934,7 +943,7 @@ class ToolScheduler:
         worker = deadlines.worker()
         answered = 0
         while True:
-            with anyio.CancelScope() as scope:
+            with batch.new_scope() as scope:
                 worker.scope = scope
                 for plan in queue:
                     if abortable and aborted.is_set():
