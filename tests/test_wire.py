@@ -156,8 +156,8 @@ def test_from_result_wraps_text_as_function_response_output() -> None:
 
 
 def test_from_result_of_one_text_part_is_the_response_of_its_text() -> None:
-    """One text part (an MCP tool's usual result) answers as its text would: equal, dumped
-    and validated alike."""
+    """One text part (an MCP tool's usual result) answers as its text would, and as the
+    general path makes it: equal and dumped alike."""
     call = ToolCall(id="c9", name="mcp__s__echo", args={"text": "hi"})
     from_part = ToolCallResponse.from_result(call, ToolResult(content=[TextPart(text="hi")]))
     from_text = ToolCallResponse.from_result(call, ToolResult(content="hi"))

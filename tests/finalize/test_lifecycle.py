@@ -103,11 +103,14 @@ async def test_configured_lifecycle_tools_replace_the_defaults() -> None:
         pytest.param("enter_plan_mode", "got the string", id="bare-string"),
         pytest.param({""}, "non-empty tool names", id="empty-name"),
         pytest.param({3}, "non-empty tool names", id="not-a-string"),
+        pytest.param(frozenset({""}), "non-empty tool names", id="frozen-empty-name"),
         pytest.param(5, "collection of tool names", id="not-a-collection"),
     ],
 )
 async def test_bad_lifecycle_tools_are_config_errors(tools: object, message: str) -> None:
-    """The finalizer, the send guard and the config all name the bad value."""
+    """The finalizer, the send guard and the config all name the bad value, also right
+    after a good set was accepted (which is not checked again)."""
+    await finalize_tool_responses([], budget=10, lifecycle_tools=DEFAULT_LIFECYCLE_TOOLS)
     with pytest.raises(ConfigError, match=message):
         await finalize_tool_responses([], budget=10, lifecycle_tools=tools)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=message):

@@ -46,7 +46,7 @@ PLAN_MODE_REENTRY_REMINDER: Final = (
 """What it returns when plan mode is entered again after a rejected plan."""
 
 
-_checked: list[frozenset[str] | None] = [None]
+_last_accepted: frozenset[str] | None = None
 """The frozen set :func:`check_lifecycle_tools` accepted last (each turn passes the same)."""
 
 
@@ -56,9 +56,10 @@ def check_lifecycle_tools(tools: Iterable[str], *, name: str = "lifecycle_tools"
     Raises:
         ConfigError: a bare string (a common slip for a one-name set) or a non-string name.
     """
-    checked = _checked[0]
-    if tools is checked and checked is not None:
-        return checked  # the frozen set accepted last: each turn passes the same (hot path)
+    global _last_accepted
+    last = _last_accepted  # read once: another thread may set it meanwhile
+    if tools is last and last is not None:
+        return last  # each turn passes the same set: checked once (hot path)
     if isinstance(tools, str | bytes):
         raise ConfigError(
             f"{name} must be a collection of tool names, got the string {tools!r}; wrap it: "
@@ -75,5 +76,5 @@ def check_lifecycle_tools(tools: Iterable[str], *, name: str = "lifecycle_tools"
         if not isinstance(tool, str) or not tool:
             raise ConfigError(f"{name} must hold non-empty tool names, got {tool!r}")
     if names is tools:
-        _checked[0] = names  # immutable: checking it again would find the same
+        _last_accepted = names  # immutable: checking it again would find the same
     return names
