@@ -38,7 +38,6 @@ import anyio.to_thread
 import structlog
 
 from toolbatch._wire import (
-    FunctionResponse,
     FunctionResponsePart,
     InlineDataPart,
     Part,
@@ -436,7 +435,7 @@ def _persistence_jobs(
         for owner in cuts.owners:
             if same[owner].persisted_output_files is None:
                 start, end = cuts.slots_of(owner)
-                text = PERSISTED_SLOT_SEPARATOR.join(cuts.texts[start:end])
+                text = PERSISTED_SLOT_SEPARATOR.join(cuts.slots.texts[start:end])
                 jobs[owner] = (writer.id_of(owner), same[owner].name, text, ".txt")
     return jobs
 
@@ -465,11 +464,7 @@ class _Cuts:
     """A batch's budgeted slots and what the water-fill cuts, as plain lists.
 
     Attributes:
-        texts: every slot's text, in batch order.
-        places: every slot's place in its response.
-        ends: per response, one past the index of its last slot.
-        outputs: per response, its function response when that holds the response's one
-            slot as its only key (see :class:`BatchSlots`), else ``None``.
+        slots: the batch's slots as :func:`measure_batch` found them.
         lengths: every slot's length.
         allocation: every slot's share of the budget.
         cut: the indices of the slots longer than their share, ascending.
@@ -478,10 +473,7 @@ class _Cuts:
         before: the batch's budgeted length.
     """
 
-    texts: list[str]
-    places: list[Place]
-    ends: list[int]
-    outputs: list[FunctionResponse | None]
+    slots: BatchSlots
     lengths: list[int]
     allocation: list[int]
     cut: list[int]
@@ -491,12 +483,13 @@ class _Cuts:
 
     def slots_of(self, owner: int) -> tuple[int, int]:
         """The response's slots: ``start:end`` in the batch lists."""
-        return (self.ends[owner - 1] if owner else 0), self.ends[owner]
+        ends = self.slots.ends
+        return (ends[owner - 1] if owner else 0), ends[owner]
 
 
 def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
     """Water-fill ``limit`` across the batch's slots; ``None`` when it fits."""
-    texts, places, ends, outputs = slots.texts, slots.places, slots.ends, slots.outputs
+    texts, ends = slots.texts, slots.ends
     lengths = list(map(len, texts))
     before = sum(lengths)
     if before <= limit:
@@ -507,7 +500,7 @@ def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
     if len(ends) == len(texts) and all(map(eq, ends, range(1, len(ends) + 1))):
         # One slot per response (the usual batch): slot i is response i's.
         every = range(count + 1)
-        return _Cuts(texts, places, ends, outputs, lengths, allocation, cut, cut, every, before)
+        return _Cuts(slots, lengths, allocation, cut, cut, every, before)
     owners: list[int] = []
     bounds: list[int] = []
     first = 0
@@ -520,7 +513,7 @@ def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
         if first < count and cut[first] < end:
             first = bisect_left(cut, end, first)
     bounds.append(count)
-    return _Cuts(texts, places, ends, outputs, lengths, allocation, cut, owners, bounds, before)
+    return _Cuts(slots, lengths, allocation, cut, owners, bounds, before)
 
 
 def _rebuild(
@@ -529,14 +522,9 @@ def _rebuild(
     """Fit the cut slots and rebuild each cut response once; the other responses stay as
     they are. Returns the batch, its budgeted length after, and how many responses got
     their persistence decision in this pass."""
-    texts, places, outputs, lengths, allocation, cut = (
-        cuts.texts,
-        cuts.places,
-        cuts.outputs,
-        cuts.lengths,
-        cuts.allocation,
-        cuts.cut,
-    )
+    slots = cuts.slots
+    texts, places, outputs = slots.texts, slots.places, slots.outputs
+    lengths, allocation, cut = cuts.lengths, cuts.allocation, cuts.cut
     bounds = cuts.bounds
     finalized = list(same)
     after = cuts.before
@@ -591,7 +579,7 @@ def _refit(
     of slots not cut now are kept in the new state. Returns the new parts, the new
     ``finalize_state`` and the code points saved.
     """
-    texts, places, allocation = cuts.texts, cuts.places, cuts.allocation
+    texts, places, allocation = cuts.slots.texts, cuts.slots.places, cuts.allocation
     state = state_of(response.finalize_state)
     known = state.lookup() if state is not None and state.fitted else None
     edits: list[tuple[Place, str]] = []
