@@ -6,6 +6,7 @@ import copy
 import math
 import os
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -436,9 +437,22 @@ def test_toolcall_ids_are_echoed_unchanged() -> None:
     assert item.persisted_output_files == ()
 
 
-async def test_a_cut_response_is_a_model_like_any_other() -> None:
-    """Equal, dumped, copied and pickled alike: a cut response and its validated twin."""
-    [item] = await finalize_tool_responses([response("a", "q" * 10_000)], budget=500)
+@pytest.mark.parametrize(
+    "made",
+    [
+        pytest.param(lambda: response("a", "q" * 10_000), id="output"),
+        pytest.param(
+            lambda: ToolCallResponse.failed(ToolCall(id="a", name="t"), "e" * 10_000),
+            id="error",
+        ),
+    ],
+)
+async def test_a_cut_response_is_a_model_like_any_other(
+    made: Callable[[], ToolCallResponse],
+) -> None:
+    """Equal, dumped, copied and pickled alike: a cut response and its validated twin
+    (an output cut in one call, an error through the general edit of its parts)."""
+    [item] = await finalize_tool_responses([made()], budget=500)
     assert item.content_length <= 500
     twin = ToolCallResponse.model_validate(item.model_dump())
     assert twin.parts == item.parts
