@@ -44,11 +44,15 @@ def test_a_preview_never_exceeds_its_limit_and_ends_with_its_trailer(
     assert again.count(TRUNCATION_HEADER) == direct.count(TRUNCATION_HEADER)
 
 
-@given(
+cuts = given(
     text=strategies.texts(),
     limit=st.integers(-2, 4_000),
     paths=st.lists(st.sampled_from(["/artifacts/a.txt", "/x/" + "long/" * 40]), max_size=2),
 )
+"""A text, a budget for its preview and the artifact paths the preview names."""
+
+
+@cuts
 def test_cut_text_is_the_preview_of_the_complete_text(
     text: str, limit: int, paths: list[str]
 ) -> None:
@@ -60,11 +64,7 @@ def test_cut_text_is_the_preview_of_the_complete_text(
         assert fit_text(text, limit, paths=paths) == expected
 
 
-@given(
-    text=strategies.texts(),
-    limit=st.integers(-2, 4_000),
-    paths=st.lists(st.sampled_from(["/artifacts/a.txt", "/x/" + "long/" * 40]), max_size=2),
-)
+@cuts
 def test_a_cut_text_preview_gives_back_its_ends_from_their_sizes(
     text: str, limit: int, paths: list[str]
 ) -> None:
