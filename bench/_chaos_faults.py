@@ -54,7 +54,7 @@ from toolbatch import (
     default_registry,
     tool,
 )
-from toolbatch.artifacts import _digest_prefix
+from toolbatch.artifacts._store import _digest_prefix
 from toolbatch.hooks import CommandHook, PostToolBatchInput, PostToolBatchOutput
 from toolbatch.producers import ProducerContext, ToolDeclaration
 

@@ -41,7 +41,7 @@ from toolbatch import (
     ToolCallResponse,
     ToolResult,
 )
-from toolbatch._wire import replace_output
+from toolbatch._core._wire import replace_output
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, finalize_tool_responses
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._collector import collector_paused

@@ -52,7 +52,7 @@ from typing import Any, Final
 import anyio
 
 from bench._report import Row, Target
-from toolbatch.artifacts import DEFAULT_MAX_FILE_BYTES
+from toolbatch.artifacts._store import DEFAULT_MAX_FILE_BYTES
 
 AREA: Final = "shell"
 FULL_BYTES: Final = 2**30

@@ -57,7 +57,10 @@ async def main() -> None:
         artifacts_dir=workdir / "artifacts",
         mcp_servers={
             "mcpServers": {
-                "demo": {"command": sys.executable, "args": ["-m", "toolbatch._demo_mcp_server"]}
+                "demo": {
+                    "command": sys.executable,
+                    "args": ["-m", "toolbatch.cli._demo_mcp_server"],
+                }
             }
         },
     )

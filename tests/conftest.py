@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from toolbatch._artifact_home import STATE_DIR_ENV
+from toolbatch.artifacts._home import STATE_DIR_ENV
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,7 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from toolbatch import ArtifactStore, ArtifactWriteError
-from toolbatch.artifacts import STREAM_FLUSH_BYTES, UnsafeDirectory
+from toolbatch.artifacts._store import STREAM_FLUSH_BYTES, UnsafeDirectory
 
 NOBODY = 65534
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ _WRITER = """
 import sys, anyio
 import toolbatch
 from toolbatch import ArtifactStore
-from toolbatch.artifacts import STREAM_FLUSH_BYTES
+from toolbatch.artifacts._store import STREAM_FLUSH_BYTES
 toolbatch.configure_logging("error")
 root, fifo = sys.argv[1:]
 async def main():

@@ -16,7 +16,7 @@ import structlog
 
 import toolbatch
 from tests.cli._support import run_toolbatch
-from toolbatch._artifact_home import (
+from toolbatch.artifacts._home import (
     LOCK_NAME,
     SESSION_MAX_AGE_S,
     STATE_DIR_ENV,
@@ -53,7 +53,7 @@ def live_in_another_process(name: str) -> Iterator[Path]:
     """A real process that holds session ``name`` open until the block ends."""
     code = (
         "import sys\n"
-        "from toolbatch._artifact_home import artifact_session\n"
+        "from toolbatch.artifacts._home import artifact_session\n"
         f"with artifact_session({name!r}) as folder:\n"
         "    (folder / 'kept.txt').write_text('kept')\n"
         "    print(folder, flush=True)\n"

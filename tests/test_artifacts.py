@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from toolbatch import ArtifactCapExceeded, ArtifactStore, ArtifactWriteError, ConfigError
-from toolbatch.artifacts import safe_name_component
+from toolbatch.artifacts._store import safe_name_component
 
 
 def _mode(path: Path) -> int:

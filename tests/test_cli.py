@@ -22,7 +22,7 @@ import structlog
 from tests.cli._support import TOOLBATCH, processes_with, run_toolbatch, write_mcp_config
 from tests.transports.strategies import reference_payload_bytes
 from toolbatch import load_session, parts_adapter
-from toolbatch.cli import main
+from toolbatch.cli._main import main
 from toolbatch.transports import HEADLESS_MARKER, HEADLESS_TOOL_RESULT_JSON_BYTES
 
 LIMIT = HEADLESS_TOOL_RESULT_JSON_BYTES

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 
-from toolbatch._descriptor_io import DescriptorIO, LineSplitter, NonBlockingOutput, Oversized
+from toolbatch._core._descriptor_io import DescriptorIO, LineSplitter, NonBlockingOutput, Oversized
 
 
 def test_line_splitter_frames_on_newline_only() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import JsonValue
 
-from toolbatch._json_limits import (
+from toolbatch._core._json_limits import (
     ABSENT,
     MAX_JSON_DEPTH,
     JsonTooDeep,

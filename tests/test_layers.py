@@ -5,34 +5,19 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "toolbatch"
 
 # Each layer may import only from the layers listed before it (and from itself).
 LAYERS: list[set[str]] = [
-    {
-        "_wire",
-        "errors",
-        "logs",
-        "_environment",
-        "_landlock",
-        "_reaper",
-        "_process",
-        "_sandbox",
-        "_text",
-        "_preview",
-        "_descriptor_io",
-        "_media",
-        "_json_limits",
-        "telemetry",
-    },
-    {"artifacts", "_artifact_home"},
+    {"_core", "errors", "logs"},
+    {"telemetry"},
+    {"sandbox"},
+    {"artifacts"},
     {"producers", "finalize", "hooks", "transports", "providers", "permissions"},
     {"recorder", "scheduler"},
     {"agent", "testing"},
     {"service", "acp", "ray"},
-    {"cli", "_demo", "_demo_mcp_server", "__init__"},
+    {"cli", "__init__"},
 ]
 SIBLING_RULES = {
     # Peers in one layer that still must not know each other.
@@ -88,20 +73,24 @@ def _is_module(name: str) -> bool:
 MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
 
 
-@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_module_imports_only_from_its_layer_or_below(module: Path) -> None:
-    """No module imports a layer above its own, nor a sibling it must not know."""
+def _layer_violations(module: Path) -> list[str]:
     own = _top(module)
     own_layer = _layer_of(own)
+    where = module.relative_to(PACKAGE)
+    found = []
     for imported in _imports(module):
         if imported == own or not _is_module(imported):
             continue  # a name imported from the package itself (toolbatch/__init__)
-        assert _layer_of(imported) <= own_layer, (
-            f"{module.relative_to(PACKAGE)} imports toolbatch.{imported}, a higher layer"
-        )
-        assert imported not in SIBLING_RULES.get(own, set()), (
-            f"{module.relative_to(PACKAGE)} imports its peer toolbatch.{imported}"
-        )
+        if _layer_of(imported) > own_layer:
+            found.append(f"{where} imports toolbatch.{imported}, a higher layer")
+        if imported in SIBLING_RULES.get(own, set()):
+            found.append(f"{where} imports its peer toolbatch.{imported}")
+    return found
+
+
+def test_modules_import_only_from_their_layer_or_below() -> None:
+    """No module imports a layer above its own, nor a sibling it must not know."""
+    assert [v for module in MODULES for v in _layer_violations(module)] == []
 
 
 def _private_imports(module: Path) -> list[str]:
@@ -123,7 +112,27 @@ def _private_imports(module: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_packages_are_entered_only_through_their_init(module: Path) -> None:
+def test_packages_are_entered_only_through_their_init() -> None:
     """No module imports another package's private module (only its ``__init__``)."""
-    assert _private_imports(module) == []
+    assert {
+        str(m.relative_to(PACKAGE)): _private_imports(m) for m in MODULES if _private_imports(m)
+    } == {}
+
+
+def test_no_relative_imports() -> None:
+    """Every import names its package, so the two checks above see it."""
+    relative = [
+        str(m.relative_to(PACKAGE))
+        for m in MODULES
+        for node in ast.walk(ast.parse(m.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level > 0
+    ]
+    assert relative == []
+
+
+def test_top_level_holds_only_packages_and_public_modules() -> None:
+    """No private module at the top: private helpers live in ``_core`` or their package."""
+    loose = sorted(
+        p.name for p in PACKAGE.glob("_*.py") if p.name not in {"__init__.py", "__main__.py"}
+    )
+    assert loose == []

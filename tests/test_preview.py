@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import strategies
-from toolbatch._preview import (
+from toolbatch._core._preview import (
     TRUNCATION_HEADER,
     Excerpt,
     cut_ends,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbatch._text import safe_prefix, safe_suffix, splits_pair
+from toolbatch._core._text import safe_prefix, safe_suffix, splits_pair
 
 PIECES = st.sampled_from(["a", "é", "中", "😀", "\ud83d\ude00", "\ud83d", "\ude00", "\n"])
 TEXTS = st.lists(PIECES, max_size=40).map("".join)

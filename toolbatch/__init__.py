@@ -6,7 +6,7 @@ what goes back to the model, what is recorded for resume and what hooks see are 
 bounded response.
 """
 
-from toolbatch._wire import (
+from toolbatch._core import (
     BatchObserver,
     FileData,
     FileDataPart,

@@ -36,7 +36,7 @@ import anyio.to_thread
 import structlog
 from pydantic import ValidationError
 
-from toolbatch._wire import InlineDataPart, Part, ToolCall, ToolCallResponse, Turn, parts_adapter
+from toolbatch._core import InlineDataPart, Part, ToolCall, ToolCallResponse, Turn, parts_adapter
 from toolbatch.errors import ConfigError, RecorderError
 
 __all__ = [

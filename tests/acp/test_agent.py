@@ -18,7 +18,7 @@ import pytest
 from acp import RequestError
 
 from toolbatch import FunctionResponsePart, parts_adapter
-from toolbatch._wire import model_text_length
+from toolbatch._core._wire import model_text_length
 from toolbatch.transports import ACP_MARKER, ACP_TOOL_RESULT_JSON_BYTES, json_string_bytes
 
 from ._support import (

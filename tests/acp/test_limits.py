@@ -7,7 +7,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-from toolbatch._json_limits import MAX_JSON_DEPTH
+from toolbatch._core._json_limits import MAX_JSON_DEPTH
 
 from ._support import agent_command, running_agent
 from .test_stdio import TIMEOUT_S, answers, request

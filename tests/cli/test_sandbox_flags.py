@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli._support import run_toolbatch
-from toolbatch._landlock import abi_version
-from toolbatch.cli import _parser, _scheduler_config
+from toolbatch.cli._main import _parser, _scheduler_config
+from toolbatch.sandbox._landlock import abi_version
 
 
 @pytest.mark.parametrize("command", ["run", "serve", "acp"])

@@ -22,7 +22,7 @@ from toolbatch import (
     Turn,
     default_registry,
 )
-from toolbatch._wire import FunctionResponsePart, TextPart
+from toolbatch._core._wire import FunctionResponsePart, TextPart
 
 PROJECT = Path(__file__).resolve().parent / "project"
 SETTINGS = PROJECT / ".claude" / "settings.json"

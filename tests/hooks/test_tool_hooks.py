@@ -20,7 +20,7 @@ from toolbatch import (
     default_registry,
     tool,
 )
-from toolbatch._wire import FunctionResponsePart, TextPart
+from toolbatch._core._wire import FunctionResponsePart, TextPart
 from toolbatch.hooks import (
     CommandHook,
     EventHook,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolbatch import ArtifactStore, ToolCall, ToolResult
-from toolbatch._preview import TRUNCATION_HEADER
+from toolbatch._core._preview import TRUNCATION_HEADER
 from toolbatch.producers._generic import apply_output_threshold
 
 CALL = ToolCall(id="call-7", name="dump")

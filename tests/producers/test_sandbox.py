@@ -20,9 +20,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from toolbatch import ToolCall, ToolResult
-from toolbatch._landlock import abi_version
 from toolbatch.errors import ConfigError
 from toolbatch.producers import ProcessPolicy, ProducerContext, ShellProducer, open_process_policy
+from toolbatch.sandbox._landlock import abi_version
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
 pytestmark = pytest.mark.skipif(

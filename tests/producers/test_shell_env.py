@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 
 from toolbatch import ToolCall, ToolResult
-from toolbatch._environment import DEFAULT_INHERITED_ENV_VARS, looks_secret, shell_environment
 from toolbatch.producers import ProcessPolicy, ProducerContext, ShellProducer, open_process_policy
+from toolbatch.sandbox._environment import (
+    DEFAULT_INHERITED_ENV_VARS,
+    looks_secret,
+    shell_environment,
+)
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
 HOST = {

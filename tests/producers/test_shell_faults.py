@@ -208,20 +208,20 @@ async def test_a_primary_disk_filling_mid_stream_falls_back(
 _HOST: Final = """
 import sys
 import anyio
-import toolbatch._process
+import toolbatch.sandbox._process
 from toolbatch import ToolCall
 from toolbatch.producers import ShellProducer
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
 fifo, registered, artifacts, sandbox = sys.argv[1:]
-register = toolbatch._process.reap_with_host
+register = toolbatch.sandbox._process.reap_with_host
 
 def register_and_report(pgid):
     register(pgid)
     with open(registered, "w") as report:
         report.write(f"{pgid}\\n")
 
-toolbatch._process.reap_with_host = register_and_report
+toolbatch.sandbox._process.reap_with_host = register_and_report
 
 async def main():
     config = SchedulerConfig(artifacts_dir=artifacts, sandbox=sandbox)

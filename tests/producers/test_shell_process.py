@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolbatch._process import (
+from toolbatch.sandbox._process import (
     PIPE_BUFFER_BYTES,
     GroupStop,
     group_alive,
@@ -120,7 +120,7 @@ def test_a_clean_exit_stops_the_reaper_without_a_warning(tmp_path: Path) -> None
     script.write_text(
         "import anyio, toolbatch\n"
         "toolbatch.configure_logging('error')\n"
-        "from toolbatch import _reaper\n"
+        "from toolbatch.sandbox import _reaper\n"
         "async def main():\n"
         "    config = toolbatch.SchedulerConfig(artifacts_dir='arts', sandbox='off')\n"
         "    async with toolbatch.ToolScheduler(toolbatch.default_registry(), config) as s:\n"

@@ -53,7 +53,7 @@ async def test_host_killed_mid_batch_answers_every_call(tmp_path: Path) -> None:
     calls = [
         shell("quick", "echo quick"),
         # The pid is reported a moment after the spawn: a host killed between Popen returning
-        # and the group's registration with its reaper is the documented gap (toolbatch._reaper).
+        # and the group's registration with its reaper is the documented gap (sandbox._reaper).
         shell("sleeper", f"sleep 300 & sleep 0.5; echo $! > {pipe}; wait"),
         {"id": "bad", "name": "run_shell_command", "args": "not an object"},
         shell("last", "sleep 200"),

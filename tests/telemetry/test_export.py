@@ -200,7 +200,7 @@ MISSING_SDK = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoSdk())
-    from toolbatch.cli import main
+    from toolbatch.cli._main import main
 
     sys.exit(main(sys.argv[1:]))
     """

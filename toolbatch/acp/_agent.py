@@ -59,7 +59,7 @@ from acp.schema import (
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 import toolbatch
-from toolbatch._wire import ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
+from toolbatch._core import ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,

@@ -10,7 +10,7 @@ compact UTF-8 JSON with lone surrogates escaped, byte for byte what ``JSON.strin
 writes. It is also the one place every outgoing message passes, so it applies
 ``project_acp_update`` to each ``session/update`` there: live and replayed updates alike
 leave bounded, whoever built them. It reads and writes the raw descriptors as ``toolbatch
-serve`` does (``toolbatch._descriptor_io``), so stdin and stdout may also be regular files
+serve`` does (``toolbatch._core._descriptor_io``), so stdin and stdout may also be regular files
 or ``/dev/null``, which asyncio's pipe transports refuse.
 """
 
@@ -25,8 +25,14 @@ from typing import Any, Final
 import anyio
 import structlog
 
-from toolbatch._descriptor_io import DescriptorIO, LineSplitter, Oversized
-from toolbatch._json_limits import MAX_JSON_DEPTH, json_too_deep, top_level_member
+from toolbatch._core import (
+    MAX_JSON_DEPTH,
+    DescriptorIO,
+    LineSplitter,
+    Oversized,
+    json_too_deep,
+    top_level_member,
+)
 from toolbatch.transports import dumps_json_line, project_acp_update
 
 __all__ = ["MAX_INCOMING_LINE_BYTES", "SESSION_UPDATE", "AcpStdioTransport", "project_message"]
@@ -78,7 +84,7 @@ class AcpStdioTransport:
 
     Limits on what arrives: a line over ``MAX_INCOMING_LINE_BYTES`` (64 MiB) is dropped and
     logged; a line nested deeper than ``MAX_JSON_DEPTH`` (128 levels of arrays and objects,
-    ``toolbatch._json_limits``) is never parsed: a request among them is answered with a
+    ``toolbatch._core._json_limits``) is never parsed: a request among them is answered with a
     JSON-RPC ``-32600`` error under its id, anything else is logged. Either way the
     connection goes on with the next line.
 

@@ -46,7 +46,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from toolbatch._wire import InlineDataPart, ToolCall, ToolCallResponse
+from toolbatch._core import InlineDataPart, ToolCall, ToolCallResponse
 from toolbatch.agent import text_of
 from toolbatch.recorder import RecordedTurn
 from toolbatch.transports import display_text

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias
 import anyio
 import structlog
 
-from toolbatch._wire import FunctionResponsePart, Part, TextPart, ToolCall, ToolCallResponse, Turn
+from toolbatch._core import FunctionResponsePart, Part, TextPart, ToolCall, ToolCallResponse, Turn
 from toolbatch.agent._messages import Message, Model, ModelReply
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import Budget, enforce_send_budget

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from toolbatch._wire import Part, TextPart, ToolCall, ToolDeclaration
+from toolbatch._core import Part, TextPart, ToolCall, ToolDeclaration
 
 __all__ = ["Message", "Model", "ModelReply", "Role", "text_of"]
 

@@ -23,7 +23,7 @@ import anyio
 import httpx
 import structlog
 
-from toolbatch._wire import Part, ToolDeclaration
+from toolbatch._core import Part, ToolDeclaration
 from toolbatch.agent._clients import REQUEST_TIMEOUT_S, RETRIES, http_error, model_name, unreachable
 from toolbatch.agent._messages import Message, ModelReply, text_of
 from toolbatch.errors import ConfigError, ModelError

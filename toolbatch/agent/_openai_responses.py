@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import structlog
 
-from toolbatch._wire import Part, ToolDeclaration
+from toolbatch._core import Part, ToolDeclaration
 from toolbatch.agent._clients import (
     RETRIES,
     SDK_REQUEST_TIMEOUT_S,

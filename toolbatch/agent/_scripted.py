@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
-from toolbatch._wire import FunctionResponsePart, ToolCall, ToolDeclaration
+from toolbatch._core import FunctionResponsePart, ToolCall, ToolDeclaration
 from toolbatch.agent._messages import Message, ModelReply, text_of
 
 __all__ = ["COMMAND_PREFIX", "ScriptStep", "ScriptedModel"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from toolbatch._wire import Part, ToolCall, Turn
+from toolbatch._core import Part, ToolCall, Turn
 from toolbatch.agent._loop import AgentLoop, AgentOutcome, HeadlessRuntime
 from toolbatch.agent._messages import Message, Model
 from toolbatch.errors import ConfigError

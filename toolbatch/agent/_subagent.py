@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Final
 
-from toolbatch._wire import ToolCall, ToolDeclaration, ToolResult
+from toolbatch._core import ToolCall, ToolDeclaration, ToolResult
 from toolbatch.agent._loop import AgentLoop, HeadlessRuntime
 from toolbatch.agent._messages import Model
 from toolbatch.producers import ProducerContext

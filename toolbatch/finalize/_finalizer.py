@@ -37,7 +37,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from toolbatch._wire import (
+from toolbatch._core import (
     FunctionResponsePart,
     InlineDataPart,
     Part,

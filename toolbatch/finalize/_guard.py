@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import structlog
 
-from toolbatch._wire import Part
+from toolbatch._core import Part
 from toolbatch.finalize._budget import effective_budget
 from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
 from toolbatch.finalize._slots import (

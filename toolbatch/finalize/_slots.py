@@ -4,7 +4,7 @@ For each part in order, the slots are a top-level ``text`` (when included), then
 function response's ``output`` and ``error``. A string is its own text. A structured
 (non-string) ``output`` or ``error`` is measured as its compact JSON; the function
 response's other keys are measured too, as the compact JSON of an object holding them,
-joined to ``output`` by a newline (``toolbatch._wire.function_response_text_length`` is the
+joined to ``output`` by a newline (``toolbatch._core._wire.function_response_text_length`` is the
 same measure). A response that fits its share keeps its shape; one that must be cut gets a
 string preview of that text under ``output`` (or ``error``), its other keys folded in, so
 nothing is dropped. A successful response of a lifecycle tool makes no slot at all. Pure:
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from toolbatch._wire import (
+from toolbatch._core import (
     RESPONSE_TEXT_KEYS,
     FunctionResponse,
     FunctionResponsePart,
@@ -133,7 +133,7 @@ class OutputCut:
 def state_of(state: object) -> FinalizeState | None:
     """A response's ``finalize_state`` as the finalizer reads it.
 
-    A producer's :class:`~toolbatch._preview.Preview` (``ToolResult.preview``, which the
+    A producer's :class:`~toolbatch._core._preview.Preview` (``ToolResult.preview``, which the
     response carries until a finalizer pass replaces it) and an :class:`OutputCut` are the
     fit of the response's ``output``: a smaller cut starts from its excerpt instead of
     nesting a header.

@@ -37,10 +37,9 @@ import anyio
 import structlog
 from anyio.abc import ByteReceiveStream, Process
 
-from toolbatch._environment import minimal_environment
-from toolbatch._process import stop_group
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.hooks._models import PostToolBatchInput, PostToolBatchOutput
+from toolbatch.sandbox import minimal_environment, stop_group
 from toolbatch.telemetry import child_environment
 
 __all__ = [

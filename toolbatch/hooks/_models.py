@@ -7,7 +7,7 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from toolbatch._wire import ResponseStatus, ToolCallResponse
+from toolbatch._core import ResponseStatus, ToolCallResponse
 
 __all__ = [
     "HookToolCall",

@@ -19,7 +19,7 @@ import anyio
 import structlog
 from pydantic import JsonValue, ValidationError
 
-from toolbatch._wire import InlineDataPart, Part, ToolCallResponse, parts_adapter
+from toolbatch._core import InlineDataPart, Part, ToolCallResponse, parts_adapter
 from toolbatch.hooks._command import CommandHook, HookFailed
 from toolbatch.hooks._models import (
     HookToolCall,

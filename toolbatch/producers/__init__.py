@@ -1,15 +1,6 @@
 """Producers: the tools that answer calls (shell, MCP, custom) and their shared protocol."""
 
-from toolbatch._environment import ShellEnvMode
-from toolbatch._sandbox import (
-    LandlockProbe,
-    ProcessPolicy,
-    SandboxMode,
-    check_process_options,
-    open_process_policy,
-)
-
-from ._base import (
+from toolbatch.producers._base import (
     DEFAULT_CALL_TIMEOUT_S,
     UNWATCHED_PROGRESS,
     Producer,
@@ -17,9 +8,17 @@ from ._base import (
     ProgressCallback,
     ToolDeclaration,
 )
-from ._function import FunctionTool, tool, validate_tool_name
-from ._generic import GENERIC_PREVIEW_CHARS, apply_output_threshold
-from ._shell import ShellProducer
+from toolbatch.producers._function import FunctionTool, tool, validate_tool_name
+from toolbatch.producers._generic import GENERIC_PREVIEW_CHARS, apply_output_threshold
+from toolbatch.producers._shell import ShellProducer
+from toolbatch.sandbox import (
+    LandlockProbe,
+    ProcessPolicy,
+    SandboxMode,
+    ShellEnvMode,
+    check_process_options,
+    open_process_policy,
+)
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",

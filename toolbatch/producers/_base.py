@@ -15,9 +15,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 import anyio
 import structlog
 
-from toolbatch._sandbox import ProcessPolicy
-from toolbatch._wire import ToolCall, ToolDeclaration, ToolResult
+from toolbatch._core import ToolCall, ToolDeclaration, ToolResult
 from toolbatch.artifacts import ArtifactStore
+from toolbatch.sandbox import ProcessPolicy
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",

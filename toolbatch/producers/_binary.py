@@ -16,7 +16,7 @@ from typing import Literal
 
 import structlog
 
-from toolbatch._wire import ToolCall
+from toolbatch._core import ToolCall
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ArtifactWriteError
 

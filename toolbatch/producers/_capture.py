@@ -12,7 +12,7 @@ Memory
 
 Rendering
     At or under the trigger: the whole output. Over it: a preview of at most
-    ``preview_chars`` in the one preview format (``toolbatch._preview``: a header with the
+    ``preview_chars`` in the one preview format (``toolbatch._core._preview``: a header with the
     artifact path, a fifth head, the rest tail, so the end stays visible), and for the
     user a head-and-tail window of about ``display_window``
     bytes. Output with a NUL among its first ``BINARY_SNIFF_BYTES`` is binary: its bytes go
@@ -38,7 +38,7 @@ import anyio.abc
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from toolbatch._preview import Excerpt, make_preview, unsaved_note
+from toolbatch._core import Excerpt, make_preview, unsaved_note
 from toolbatch.artifacts import ArtifactStore, ArtifactStream
 from toolbatch.errors import ArtifactWriteError
 

@@ -30,8 +30,7 @@ import anyio.to_thread
 import pydantic
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
-from toolbatch._media import sniff_media
-from toolbatch._wire import (
+from toolbatch._core import (
     FileDataPart,
     FunctionResponsePart,
     InlineData,
@@ -40,6 +39,7 @@ from toolbatch._wire import (
     TextPart,
     ToolCall,
     ToolResult,
+    sniff_media,
     text_result,
 )
 from toolbatch.errors import ToolRegistrationError

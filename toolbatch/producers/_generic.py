@@ -3,7 +3,7 @@
 Shell and MCP bound their own output; every other producer's output passes through
 ``apply_output_threshold``. Over the threshold the complete text goes to the artifact store
 (the store falls back to its fallback directory by itself) and the model gets a preview of
-about 2,000 characters in the one preview format (``toolbatch._preview``: head and tail,
+about 2,000 characters in the one preview format (``toolbatch._core._preview``: head and tail,
 naming the path actually written).
 """
 
@@ -14,8 +14,16 @@ from typing import Final
 
 import structlog
 
-from toolbatch._preview import Excerpt, make_preview, unsaved_note
-from toolbatch._wire import FunctionResponsePart, Part, TextPart, ToolCall, ToolResult
+from toolbatch._core import (
+    Excerpt,
+    FunctionResponsePart,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    make_preview,
+    unsaved_note,
+)
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ToolbatchError
 

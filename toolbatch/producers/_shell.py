@@ -23,7 +23,7 @@ What the model gets (``ToolResult.content``)
 Sandbox, environment, host death
     A ``ProcessPolicy`` (the producer's own, else ``context.process_policy``, else none)
     decides the commands' environment and the Landlock sandbox they start in (from the
-    policy's confined spawner thread; see ``toolbatch._sandbox``). With a required sandbox
+    policy's confined spawner thread; see ``toolbatch.sandbox._policy``). With a required sandbox
     that cannot be enforced, every call fails with ``"sandbox_unavailable"``. A failing
     command whose output mentions a refused access ends with a note naming the sandbox.
     Every group is registered with the host reaper, so commands die with the host.
@@ -59,16 +59,7 @@ import anyio.lowlevel
 import structlog
 from pydantic import JsonValue
 
-from toolbatch._preview import Preview, make_preview
-from toolbatch._process import (
-    GroupStop,
-    group_alive,
-    open_group_process,
-    open_pipe,
-    stop_group,
-)
-from toolbatch._sandbox import ProcessPolicy
-from toolbatch._wire import ToolCall, ToolFailure, ToolResult
+from toolbatch._core import Preview, ToolCall, ToolFailure, ToolResult, make_preview
 from toolbatch.errors import ConfigError
 from toolbatch.producers._base import ProducerContext, ToolDeclaration
 from toolbatch.producers._capture import (
@@ -84,6 +75,14 @@ from toolbatch.producers._capture import (
     pump,
     render,
     save,
+)
+from toolbatch.sandbox import (
+    GroupStop,
+    ProcessPolicy,
+    group_alive,
+    open_group_process,
+    open_pipe,
+    stop_group,
 )
 from toolbatch.telemetry import child_environment
 

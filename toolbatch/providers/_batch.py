@@ -15,7 +15,7 @@ from typing import Protocol, TypeAlias, runtime_checkable
 
 from pydantic import JsonValue
 
-from toolbatch._wire import (
+from toolbatch._core import (
     FileDataPart,
     FunctionResponsePart,
     InlineDataPart,

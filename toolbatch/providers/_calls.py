@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import JsonValue, ValidationError
 
-from toolbatch._wire import ToolCall
+from toolbatch._core import ToolCall
 from toolbatch.errors import ReplyShapeError
 
 __all__ = ["as_list", "field", "make_call", "plain", "reply_shape_error"]

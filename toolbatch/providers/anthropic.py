@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from toolbatch._wire import InlineDataPart, TextPart, ToolCall, ToolDeclaration
+from toolbatch._core import InlineDataPart, TextPart, ToolCall, ToolDeclaration
 from toolbatch.providers._batch import (
     HasDeclarations,
     MediaPart,

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
-from toolbatch._wire import (
+from toolbatch._core import (
     InlineDataPart,
     Part,
     ToolCall,

@@ -29,7 +29,7 @@ from typing import Any, Final
 import anyio
 import structlog
 
-from toolbatch._wire import ToolCall, ToolCallResponse, ToolDeclaration
+from toolbatch._core import ToolCall, ToolCallResponse, ToolDeclaration
 from toolbatch.logs import LogLevel, configure_logging
 from toolbatch.ray._codec import (
     Wire,

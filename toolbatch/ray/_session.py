@@ -24,7 +24,7 @@ import anyio.to_thread
 import structlog
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from toolbatch._wire import BatchObserver, ToolCall, ToolCallResponse, ToolDeclaration, Turn
+from toolbatch._core import BatchObserver, ToolCall, ToolCallResponse, ToolDeclaration, Turn
 from toolbatch.errors import ConfigError, RecorderError, SessionHostError
 from toolbatch.finalize import Budget, check_budget, finalize_tool_responses
 from toolbatch.ray._codec import (

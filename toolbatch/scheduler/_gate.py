@@ -39,7 +39,7 @@ import anyio.to_thread
 import structlog
 from pydantic import JsonValue, ValidationError
 
-from toolbatch._wire import (
+from toolbatch._core import (
     FunctionResponsePart,
     ToolCall,
     ToolCallResponse,

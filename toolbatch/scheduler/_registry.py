@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from toolbatch._wire import ToolDeclaration
+from toolbatch._core import ToolDeclaration
 from toolbatch.errors import ToolRegistrationError
 from toolbatch.producers import FunctionTool, Producer, ShellProducer, validate_tool_name
 

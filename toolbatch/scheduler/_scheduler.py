@@ -31,8 +31,7 @@ import anyio.lowlevel
 import structlog
 from pydantic import ValidationError
 
-from toolbatch._artifact_home import artifact_session
-from toolbatch._wire import (
+from toolbatch._core import (
     BatchObserver,
     Part,
     TextPart,
@@ -43,7 +42,7 @@ from toolbatch._wire import (
     Turn,
     completed_turn,
 )
-from toolbatch.artifacts import ArtifactStore
+from toolbatch.artifacts import ArtifactStore, artifact_session
 from toolbatch.errors import ConfigError, RecorderError
 from toolbatch.finalize import (
     DEFAULT_BATCH_BUDGET_CHARS,

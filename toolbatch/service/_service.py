@@ -53,7 +53,7 @@ with an error: a bad one is logged and dropped.
 Errors: ``-32700`` a line that is not JSON, ``-32600`` a message that is not a request
 (including JSON-RPC batch arrays, which are not supported), a ``batch/run`` id already in
 flight, a line longer than ``MAX_MESSAGE_BYTES`` (64 MiB; answered with id ``null``) or
-nested deeper than ``MAX_JSON_DEPTH`` (128 levels, ``toolbatch._json_limits``; answered under
+nested deeper than ``MAX_JSON_DEPTH`` (128 levels, ``toolbatch._core._json_limits``; answered under
 the request's id when it can be read without parsing, else ``null``), ``-32601`` an
 unknown method, ``-32602`` bad params, ``-32603`` an internal error.
 Each message names the problem and the fix. The service never dies of bad input.
@@ -97,21 +97,22 @@ import structlog
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from toolbatch._descriptor_io import DescriptorIO, LineSplitter, NonBlockingOutput, Oversized
-from toolbatch._json_limits import (
+from toolbatch._core import (
     ABSENT,
     MAX_JSON_DEPTH,
+    DescriptorIO,
     JsonTooDeep,
-    check_json_depth,
-    top_level_member,
-)
-from toolbatch._wire import (
+    LineSplitter,
+    NonBlockingOutput,
+    Oversized,
     Part,
     ToolCall,
     ToolCallResponse,
     ToolDeclaration,
     Turn,
+    check_json_depth,
     parts_adapter,
+    top_level_member,
     trusted_call,
 )
 from toolbatch.errors import ConfigError

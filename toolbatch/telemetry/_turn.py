@@ -71,7 +71,7 @@ from toolbatch.telemetry._names import (
 from toolbatch.telemetry._runtime import Otel, capture_content, never_raises, recording
 
 if TYPE_CHECKING:
-    from toolbatch._wire import ToolCall, ToolCallResponse, Turn
+    from toolbatch._core import ToolCall, ToolCallResponse, Turn
 
 __all__ = [
     "CallTelemetry",

@@ -11,13 +11,13 @@ the response's ``inlineData`` parts: as image and audio blocks in ACP, as one li
 headless output.
 """
 
-from ._acp_projection import (
+from toolbatch.transports._acp_projection import (
     ACP_MARKER,
     ACP_MEDIA_JSON_BYTES,
     ACP_TOOL_RESULT_JSON_BYTES,
     project_acp_update,
 )
-from ._headless import (
+from toolbatch.transports._headless import (
     DUAL_OUTPUT_PROTOCOL_VERSION,
     OutputAdapter,
     OutputFormat,
@@ -26,7 +26,7 @@ from ._headless import (
     make_output_adapter,
     tool_result_content,
 )
-from ._json_string import (
+from toolbatch.transports._json_string import (
     HEADLESS_MARKER,
     HEADLESS_TOOL_RESULT_JSON_BYTES,
     json_string_bytes,

@@ -32,7 +32,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from toolbatch._media import base64_decoded_size
+from toolbatch._core import base64_decoded_size
 from toolbatch.transports._json_string import json_string_bytes, project_json_string
 
 __all__ = [

@@ -70,14 +70,14 @@ import structlog
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json
 
-from toolbatch._media import base64_decoded_size
-from toolbatch._wire import (
+from toolbatch._core import (
     FileDataPart,
     FunctionResponsePart,
     InlineDataPart,
     TextPart,
     ToolCall,
     ToolCallResponse,
+    base64_decoded_size,
 )
 from toolbatch.errors import ConfigError
 from toolbatch.transports._json_string import (

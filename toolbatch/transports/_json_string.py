@@ -20,7 +20,7 @@ from typing import Final
 
 from pydantic_core import PydanticSerializationError, to_json
 
-from toolbatch._text import splits_pair
+from toolbatch._core import splits_pair
 from toolbatch.errors import ConfigError
 
 __all__ = [

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 
 from tests.producers.mcp._support import TEST_SERVER, HttpServer, free_port
 from toolbatch import SchedulerConfig, ToolCall, ToolScheduler, Turn, default_registry
-from toolbatch._wire import FunctionResponsePart
+from toolbatch._core._wire import FunctionResponsePart
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 

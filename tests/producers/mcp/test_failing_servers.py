@@ -13,7 +13,7 @@ import pytest
 
 from tests.producers.mcp._support import TEST_SERVER, free_port
 from toolbatch import SchedulerConfig, ToolCall, ToolScheduler, Turn, default_registry
-from toolbatch._wire import FunctionResponsePart
+from toolbatch._core._wire import FunctionResponsePart
 from toolbatch.errors import ConfigError
 from toolbatch.producers.mcp._connection import RESTART_BACKOFF_S
 

@@ -6,7 +6,7 @@ every server, lists its tools and exposes each as a producer named ``mcp__<serve
 ``McpServers.lookup`` also answers the names of servers that failed, with why.
 """
 
-from ._config import (
+from toolbatch.producers.mcp._config import (
     MIN_CALL_TIMEOUT_MS,
     HttpServerConfig,
     HttpTransport,
@@ -16,9 +16,9 @@ from ._config import (
     load_mcp_config,
     merge_mcp_configs,
 )
-from ._connection import DEFAULT_START_TIMEOUT_S, McpConnection
-from ._scrub import scrub_surrogates
-from ._servers import (
+from toolbatch.producers.mcp._connection import DEFAULT_START_TIMEOUT_S, McpConnection
+from toolbatch.producers.mcp._scrub import scrub_surrogates
+from toolbatch.producers.mcp._servers import (
     DEFAULT_MCP_TIMEOUT_S,
     MAX_TOOL_NAME_CHARS,
     MCP_TIMEOUT_ENV,
@@ -28,14 +28,18 @@ from ._servers import (
     UnavailableToolProducer,
     mcp_tool_name,
 )
-from ._stdio import (
+from toolbatch.producers.mcp._stdio import (
     DEFAULT_INHERITED_ENV_VARS,
     DEFAULT_MAX_MESSAGE_BYTES,
     StdioTransport,
     open_stdio_transport,
     server_environment,
 )
-from ._transform import DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS, DEFAULT_PREVIEW_CHARS, transform_result
+from toolbatch.producers.mcp._transform import (
+    DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
+    DEFAULT_PREVIEW_CHARS,
+    transform_result,
+)
 
 __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",

@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError
 
-from toolbatch._json_limits import MAX_JSON_DEPTH, JsonTooDeep, top_level_member
+from toolbatch._core import MAX_JSON_DEPTH, JsonTooDeep, top_level_member
 
 __all__ = [
     "SSE_LIMIT_MARKER",

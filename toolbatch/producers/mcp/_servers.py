@@ -47,7 +47,7 @@ import anyio
 import mcp_types as types
 import structlog
 
-from toolbatch._wire import ToolCall, ToolResult
+from toolbatch._core import ToolCall, ToolResult
 from toolbatch.errors import ConfigError, McpError
 from toolbatch.producers._base import (
     UNWATCHED_PROGRESS,

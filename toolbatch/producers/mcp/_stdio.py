@@ -46,11 +46,11 @@ from mcp_types import (
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
-from toolbatch._environment import DEFAULT_INHERITED_ENV_VARS, minimal_environment
-from toolbatch._json_limits import MAX_JSON_DEPTH, json_too_deep
+from toolbatch._core import MAX_JSON_DEPTH, json_too_deep
 from toolbatch.producers.mcp._config import StdioServerConfig
 from toolbatch.producers.mcp._limits import refuse_deep_message
 from toolbatch.producers.mcp._scrub import scrub_surrogates
+from toolbatch.sandbox import DEFAULT_INHERITED_ENV_VARS, minimal_environment
 
 __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",

@@ -13,7 +13,7 @@
 
 A text part longer than the trigger (500,000 characters, as Qwen Code's MCP tool) is
 written once to the artifact store and replaced in the model response by a preview of
-about 2,000 characters that names the file, in the one preview format (``toolbatch._preview``:
+about 2,000 characters that names the file, in the one preview format (``toolbatch._core._preview``:
 head and tail). ``persisted_output_files`` lists every file
 written for the call when every shortened part was saved, is ``()`` when any part was
 shortened without a file (listed files must hold all the text the model does not see), and
@@ -33,9 +33,21 @@ import mcp_types as types
 import structlog
 from pydantic import JsonValue
 
-from toolbatch._media import base64_decoded_size, sniff_media, suffix_for_mime
-from toolbatch._preview import Excerpt, Preview, make_preview, unsaved_note
-from toolbatch._wire import InlineData, InlineDataPart, Part, TextPart, ToolCall, ToolResult
+from toolbatch._core import (
+    Excerpt,
+    InlineData,
+    InlineDataPart,
+    Part,
+    Preview,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    base64_decoded_size,
+    make_preview,
+    sniff_media,
+    suffix_for_mime,
+    unsaved_note,
+)
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import ArtifactError
 from toolbatch.producers._binary import persist_binary

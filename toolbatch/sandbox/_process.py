@@ -11,8 +11,8 @@ the leader is reaped.
 
 :func:`open_group_process` (the shell's) starts the child with ``subprocess.Popen`` and waits
 for it on a pidfd, so it can be started from another thread (a sandbox's confined spawner,
-see ``toolbatch._sandbox``) and needs no child-watcher thread; its group is registered with
-the host reaper (``toolbatch._reaper``), so it dies with the host even on ``kill -9``.
+see ``toolbatch.sandbox._policy``) and needs no child-watcher thread; its group is registered with
+the host reaper (``toolbatch.sandbox._reaper``), so it dies with the host even on ``kill -9``.
 
 Limits, by design: a descendant that leaves the group (``setsid``, ``setpgid``) cannot be
 found this way; catching those needs a cgroup (``cgroup.kill``) or
@@ -38,7 +38,7 @@ import anyio.abc
 import anyio.to_thread
 import structlog
 
-from toolbatch._reaper import ensure_reaper, forget_group, reap_with_host
+from toolbatch.sandbox._reaper import ensure_reaper, forget_group, reap_with_host
 
 __all__ = [
     "PIPE_BUFFER_BYTES",

@@ -3,7 +3,7 @@
 A ``ScriptedModel`` (no network) drives an ``AgentLoop`` through three model turns in a
 fresh working directory. The calls are real: shell commands (a build whose output is too
 long, a failing test run, a grep), the demo MCP server (``python -m
-toolbatch._demo_mcp_server``: a ticket and a large log search) and a custom
+toolbatch.cli._demo_mcp_server``: a ticket and a large log search) and a custom
 ``@toolbatch.tool`` (``file_stats``). The budget is small, so the finalizer has to shorten
 the turns. For every call the account shows what it produced (the size of its complete
 output when the producer saved it, else its display text), what the model received (parts
@@ -25,7 +25,7 @@ from typing import Any, Final, TextIO
 import structlog
 from pydantic import JsonValue
 
-from toolbatch._wire import (
+from toolbatch._core import (
     FileDataPart,
     FunctionResponsePart,
     InlineDataPart,
@@ -294,7 +294,10 @@ async def run_demo(*, budget: int | None, workdir: str | None, out: TextIO) -> i
         workspace_roots=[root],  # the commands write build.log there, wherever it is
         mcp_servers={
             "mcpServers": {
-                "demo": {"command": sys.executable, "args": ["-m", "toolbatch._demo_mcp_server"]}
+                "demo": {
+                    "command": sys.executable,
+                    "args": ["-m", "toolbatch.cli._demo_mcp_server"],
+                }
             }
         },
     )

@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from toolbatch._preview import Preview
+from toolbatch._core._preview import Preview
 
 __all__ = [
     "BatchObserver",
@@ -283,7 +283,7 @@ class ToolResult(BaseModel):
             ``()`` when it decided and there is no reusable file, else the paths where the
             complete output already lives. Never serialized.
         preview: when ``content`` is a preview the producer cut (the text of its one
-            function response's ``output``), the :class:`toolbatch._preview.Preview` it
+            function response's ``output``), the :class:`toolbatch._core._preview.Preview` it
             made, so the finalizer shortens it from the same excerpt instead of nesting a
             second header. Internal, never serialized; ignored unless the text still matches.
     """

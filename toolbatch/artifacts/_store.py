@@ -37,8 +37,8 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from .errors import ArtifactCapExceeded, ArtifactWriteError, ConfigError
-from .telemetry import traced_commit, traced_persist
+from toolbatch.errors import ArtifactCapExceeded, ArtifactWriteError, ConfigError
+from toolbatch.telemetry import traced_commit, traced_persist
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",

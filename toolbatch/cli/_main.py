@@ -73,17 +73,11 @@ import anyio
 import structlog
 
 import toolbatch
-from toolbatch._artifact_home import (
-    SESSION_MAX_AGE_S,
-    list_sessions,
-    remove_sessions,
-    sessions_dir,
-)
-from toolbatch._json_limits import JsonTooDeep
-from toolbatch._wire import (
+from toolbatch._core import (
     FileDataPart,
     FunctionResponsePart,
     InlineDataPart,
+    JsonTooDeep,
     TextPart,
     ToolCall,
     ToolCallResponse,
@@ -91,6 +85,12 @@ from toolbatch._wire import (
     Turn,
 )
 from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve_acp
+from toolbatch.artifacts import (
+    SESSION_MAX_AGE_S,
+    list_sessions,
+    remove_sessions,
+    sessions_dir,
+)
 from toolbatch.errors import ConfigError, RecorderError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
@@ -132,7 +132,7 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 OUTPUT_FORMATS: Final[tuple[OutputFormat, ...]] = ("text", "json", "stream-json")
 MAX_BATCH_BYTES: Final = MAX_MESSAGE_BYTES
 """The largest batch ``run`` reads (64 MiB, a ``serve`` request's limit); its nesting is
-limited like every input's (``toolbatch._json_limits.MAX_JSON_DEPTH``, 128 levels)."""
+limited like every input's (``toolbatch._core._json_limits.MAX_JSON_DEPTH``, 128 levels)."""
 STATUS_LINE_MIN_INTERVAL_S: Final = 0.1
 """The terminal status line is redrawn at most this often (progress can be chatty)."""
 
@@ -462,7 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "artifacts":
             return _command_artifacts(args, sys.stdout)
         if args.command == "demo":
-            from toolbatch._demo import run_demo
+            from toolbatch.cli._demo import run_demo
 
             demo = functools.partial(
                 run_demo, budget=args.budget, workdir=args.workdir, out=sys.stdout
@@ -1088,7 +1088,3 @@ def _command_artifacts(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"removed {_plural(len(removed), 'session')} from {where}, {_human_bytes(freed)}")
     out.write(f"; kept {_plural(len(live), 'live session')}\n" if live else "\n")
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

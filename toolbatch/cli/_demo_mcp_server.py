@@ -1,6 +1,6 @@
 """A small MCP server for ``toolbatch demo``: a project's tickets and CI log, over stdio.
 
-Run it as ``python -m toolbatch._demo_mcp_server``. It is written with the SDK's own
+Run it as ``python -m toolbatch.cli._demo_mcp_server``. It is written with the SDK's own
 ``MCPServer`` and needs nothing but the ``mcp`` package (no network, no ``npx``), so the
 demo works on a fresh machine. Its answers are deterministic.
 

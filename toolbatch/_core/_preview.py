@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from toolbatch._text import safe_prefix, safe_suffix
+from toolbatch._core._text import safe_prefix, safe_suffix
 
 __all__ = [
     "ARTIFACT_LINE_PREFIX",

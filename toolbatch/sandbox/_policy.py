@@ -18,7 +18,7 @@ protocols (UDP, UNIX sockets) are not. A private temp dir (``toolbatch-sandbox-t
 made on open, handed to commands as ``TMPDIR``, ``TMP`` and ``TEMP``, and removed on close.
 
 How it is enforced
-    With Landlock (``toolbatch._landlock``), no external binary. The ruleset is built once,
+    With Landlock (``toolbatch.sandbox._landlock``), no external binary. The ruleset is built once,
     when the policy is opened, and applied to one dedicated *spawner thread*: Landlock and
     ``no_new_privs`` confine a thread and everything it forks, so every command started from
     that thread, and every descendant of it, is confined from its first instruction, while
@@ -60,10 +60,10 @@ from typing import Final, Literal, TypeAlias
 import anyio.to_thread
 import structlog
 
-from toolbatch import _landlock
-from toolbatch._environment import SHELL_ENV_MODES, ShellEnvMode, shell_environment
-from toolbatch._process import SpawnThread
 from toolbatch.errors import ConfigError
+from toolbatch.sandbox import _landlock
+from toolbatch.sandbox._environment import SHELL_ENV_MODES, ShellEnvMode, shell_environment
+from toolbatch.sandbox._process import SpawnThread
 
 __all__ = [
     "SANDBOX_MODES",
@@ -299,7 +299,7 @@ def open_process_policy(
         network: ``False`` denies TCP connect and bind.
         private_tmp: in ``workspace-write``, a private temp dir instead of the system's.
         required: refuse every command when the sandbox cannot be fully enforced.
-        shell_env: ``"inherit"``, ``"minimal"`` or ``"none"`` (``toolbatch._environment``).
+        shell_env: ``"inherit"``, ``"minimal"`` or ``"none"`` (``toolbatch.sandbox._environment``).
         shell_env_allow: variable names or globs kept from the agent's environment anyway.
         shell_env_set: variables set for every command.
         inherited_env: the agent's environment (default ``os.environ``, read once here).

@@ -44,7 +44,7 @@ from typing import Final
 
 import structlog
 
-from toolbatch.artifacts import safe_name_component
+from toolbatch.artifacts._store import safe_name_component
 from toolbatch.errors import ConfigError
 
 __all__ = [

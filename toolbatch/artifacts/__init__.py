@@ -1,0 +1,34 @@
+"""The artifact store: the only code that writes tool output to disk.
+
+``ArtifactStore`` persists a call's complete output once (durably: data fsync, rename,
+directory fsync) and streams a command's output into one file; the artifact home
+(``artifact_session``, ``list_sessions``, ``remove_sessions``) is where sessions live.
+"""
+
+from toolbatch.artifacts._home import (
+    SESSION_MAX_AGE_S,
+    artifact_session,
+    list_sessions,
+    remove_sessions,
+    sessions_dir,
+)
+from toolbatch.artifacts._store import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_TOTAL_BYTES,
+    ArtifactStore,
+    ArtifactStream,
+    safe_name_component,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_TOTAL_BYTES",
+    "SESSION_MAX_AGE_S",
+    "ArtifactStore",
+    "ArtifactStream",
+    "artifact_session",
+    "list_sessions",
+    "remove_sessions",
+    "safe_name_component",
+    "sessions_dir",
+]
