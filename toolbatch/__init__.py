@@ -37,11 +37,13 @@ from toolbatch.errors import (
     SessionHostError,
     ToolbatchError,
     ToolRegistrationError,
+    TurnAlreadyCompleted,
 )
 from toolbatch.logs import configure_logging
 from toolbatch.producers import FunctionTool, Producer, ProducerContext, tool
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
+    PendingTurn,
     Registry,
     SchedulerConfig,
     ToolScheduler,
@@ -69,6 +71,7 @@ __all__ = [
     "McpConfigError",
     "McpError",
     "Part",
+    "PendingTurn",
     "Producer",
     "ProducerContext",
     "RecordedTurn",
@@ -87,6 +90,7 @@ __all__ = [
     "ToolScheduler",
     "ToolbatchError",
     "Turn",
+    "TurnAlreadyCompleted",
     "__version__",
     "configure_logging",
     "default_registry",

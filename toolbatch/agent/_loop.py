@@ -35,6 +35,7 @@ from toolbatch.recorder import Recorder, load_session
 from toolbatch.scheduler import (
     ApprovalCallback,
     BatchObserver,
+    PendingTurn,
     SchedulerConfig,
     UseConfig,
 )
@@ -73,11 +74,11 @@ class SchedulerLike(Protocol):
         abort: anyio.Event | None = ...,
         observer: BatchObserver | None = ...,
         approve: ApprovalCallback | None = ...,
-    ) -> Awaitable[list[ToolCallResponse]]: ...
+    ) -> Awaitable[PendingTurn]: ...
 
     def complete_turn(
         self,
-        responses: Sequence[ToolCallResponse],
+        pending: PendingTurn | Sequence[ToolCallResponse],
         /,
         *,
         budget: Budget | float | UseConfig = ...,
@@ -192,19 +193,15 @@ async def _run_planned(
     """Execute the executable calls, merge in call order, complete the turn once."""
     for _, call, response in plan.answered:
         _report(observer, call, response)
-    merged: list[tuple[int, ToolCallResponse]] = [
-        (ordinal, response) for ordinal, _, response in plan.answered
-    ]
     if plan.executable:
-        executed = await loop.scheduler.execute(
+        pending = await loop.scheduler.execute(
             plan.executable, abort=abort, observer=observer, approve=approve
         )
-        merged += [
-            (call.ordinal if call.ordinal is not None else 0, response)
-            for call, response in zip(plan.executable, executed, strict=True)
-        ]
-    merged.sort(key=lambda entry: entry[0])
-    return await loop.complete_turn([response for _, response in merged])
+    else:
+        pending = PendingTurn()
+    for ordinal, _, response in plan.answered:
+        pending.add(response, ordinal=ordinal)
+    return await loop.complete_turn(pending)
 
 
 def _report(observer: BatchObserver | None, call: ToolCall, response: ToolCallResponse) -> None:
@@ -320,11 +317,14 @@ class AgentLoop:
         )
         self.max_turns = max_turns
         self.history: list[Message] = list(history)
-        self._guarded: dict[int, tuple[list[Part], list[Part]]] = {}
+        # A completed turn is guarded by its completion; a message that came from elsewhere
+        # (the history passed in, or appended to ``history`` directly) is guarded once,
+        # before it is first sent. Messages before this index are known to be sendable.
+        self._sendable_upto = 0
 
-    async def complete_turn(self, responses: Sequence[ToolCallResponse]) -> Turn:
+    async def complete_turn(self, pending: PendingTurn) -> Turn:
         """Complete one tool turn of this session, recorded in this loop's transcript."""
-        return await self.scheduler.complete_turn(responses, recorder=self.recorder)
+        return await self.scheduler.complete_turn(pending, recorder=self.recorder)
 
     def answered_call_ids(self) -> set[str]:
         """Ids of every call already answered in this session's history."""
@@ -350,31 +350,32 @@ class AgentLoop:
                 message.parts,
                 tool_calls=message.tool_calls,
             )
-        self.history.append(message)
+        self._append(message)
 
-    def _outgoing(self) -> list[Message]:
-        """The history to send, every tool message passed through the send guard."""
+    def _append(self, message: Message) -> None:
+        """Add a message the loop made (its own turn: already guarded by its completion)."""
+        known = self._sendable_upto == len(self.history)
+        self.history.append(message)
+        if known:
+            self._sendable_upto = len(self.history)
+
+    def _sendable(self) -> list[Message]:
+        """The history to send: each message from elsewhere passed through the send guard."""
+        history = self.history
+        for index in range(self._sendable_upto, len(history)):
+            history[index] = self._guard(history[index])
+        self._sendable_upto = len(history)
+        return history
+
+    def _guard(self, message: Message) -> Message:
+        """``message`` as it may be sent: a tool message passed through the send guard."""
+        if message.role != "tool":
+            return message
         config = self.scheduler.config
-        outgoing: list[Message] = []
-        changed = False
-        for message in self.history:
-            if message.role != "tool":
-                outgoing.append(message)
-                continue
-            cached = self._guarded.get(id(message.parts))
-            if cached is not None and cached[0] is message.parts:
-                guarded = cached[1]
-            else:
-                guarded = enforce_send_budget(
-                    message.parts, config.budget, lifecycle_tools=config.lifecycle
-                )
-                self._guarded[id(message.parts)] = (message.parts, guarded)
-            if guarded is message.parts:
-                outgoing.append(message)
-            else:
-                outgoing.append(Message(role="tool", parts=guarded))
-                changed = True
-        return outgoing if changed else self.history
+        guarded = enforce_send_budget(
+            message.parts, config.budget, lifecycle_tools=config.lifecycle
+        )
+        return message if guarded is message.parts else Message(role="tool", parts=guarded)
 
     async def prompt(
         self,
@@ -391,7 +392,7 @@ class AgentLoop:
             if abort is not None and abort.is_set():
                 outcome.stop_reason = "cancelled"
                 return outcome
-            reply = await self.model.respond(self._outgoing(), self.scheduler.declarations())
+            reply = await self.model.respond(self._sendable(), self.scheduler.declarations())
             outcome.replies.append(reply)
             outcome.text = reply.text
             parts: list[Part] = [TextPart(text=reply.text)] if reply.text else []
@@ -402,7 +403,7 @@ class AgentLoop:
                 self, reply, abort=abort, observer=observer
             )
             outcome.turns.append(turn)
-            self.history.append(Message(role="tool", parts=turn.parts))
+            self._append(Message(role="tool", parts=turn.parts))
             if not send or (abort is not None and abort.is_set()):
                 outcome.stop_reason = "cancelled"
                 return outcome

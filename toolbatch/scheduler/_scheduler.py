@@ -85,8 +85,9 @@ from toolbatch.scheduler._gate import (
     ask_approval,
     refusal,
 )
+from toolbatch.scheduler._pending import PendingTurn
 from toolbatch.scheduler._registry import Registry
-from toolbatch.telemetry import call_scope, current_turn, traced_complete_turn, traced_execute
+from toolbatch.telemetry import CallTelemetry, begin_turn, call_scope, current_turn
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_CEILING_S",
@@ -337,6 +338,7 @@ class _Plan:
     timeout_s: float = 0.0
     timed_out: bool = False
     started: bool = False
+    span: CallTelemetry | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -506,7 +508,7 @@ class _Reporter:
     def finished(self, plan: _Plan) -> None:
         self.started(plan)
         if self.telemetry is not None:
-            self.telemetry.call_finished(plan, plan.call, plan.response)
+            self.telemetry.call_finished(plan.span, plan.call, plan.response)
         if self._finished is not None:
             _safe_notify(self._finished, plan.call, plan.response)
 
@@ -695,10 +697,9 @@ class ToolScheduler:
         """
         if not isinstance(budget, UseConfig):
             budget = check_budget(budget, name="budget")
-        responses = await self.execute(calls, abort=abort, observer=observer, approve=approve)
-        return await self.complete_turn(responses, budget=budget)
+        pending = await self.execute(calls, abort=abort, observer=observer, approve=approve)
+        return await self.complete_turn(pending, budget=budget)
 
-    @traced_execute
     async def execute(
         self,
         calls: Sequence[ToolCall | Mapping[str, Any]],
@@ -707,31 +708,53 @@ class ToolScheduler:
         abort: anyio.Event | None = None,
         observer: BatchObserver | None = None,
         approve: ApprovalCallback | None = None,
-    ) -> list[ToolCallResponse]:
+    ) -> PendingTurn:
         """Run the calls and answer every one of them, in the model's call order.
 
         Calls that cannot run are answered in place (unknown tool, malformed or invalid
-        call, repeated id, denied). Nothing is bounded here: complete the turn once with
-        :meth:`complete_turn`. Nothing a tool raises escapes (``SystemExit`` included);
+        call, repeated id, denied). Nothing is bounded here: the returned turn is completed
+        once with :meth:`complete_turn`, after the runtime added what it answered itself
+        (``PendingTurn.add``). Nothing a tool raises escapes (``SystemExit`` included);
         every call is reported to ``observer`` exactly once (started, then finished).
         """
         self._check_open()
+        telemetry = begin_turn(self.config.session_id)
+        if telemetry is None:
+            plans = await self._run_plans(calls, abort, observer, approve)
+        else:
+            with telemetry.active():
+                try:
+                    plans = await self._run_plans(calls, abort, observer, approve)
+                except BaseException as exc:
+                    telemetry.end_failed(exc)
+                    raise
+            telemetry.mark_executed()
+        responses: list[ToolCallResponse] = []
+        ordinals: list[int] = []
+        for plan in plans:
+            assert plan.response is not None
+            responses.append(plan.response)
+            ordinals.append(plan.ordinal)
+        return PendingTurn(responses, ordinals=ordinals, telemetry=telemetry)
+
+    async def _run_plans(
+        self,
+        calls: Sequence[ToolCall | Mapping[str, Any]],
+        abort: anyio.Event | None,
+        observer: BatchObserver | None,
+        approve: ApprovalCallback | None,
+    ) -> list[_Plan]:
         plans = self._plan(calls)
         reporter = _Reporter(observer)
         for plan in plans:
             if plan.response is not None:
                 reporter.finished(plan)
         await self._execute(plans, abort, reporter, approve)
-        responses: list[ToolCallResponse] = []
-        for plan in plans:
-            assert plan.response is not None
-            responses.append(plan.response)
-        return responses
+        return plans
 
-    @traced_complete_turn
     async def complete_turn(
         self,
-        responses: Sequence[ToolCallResponse],
+        pending: PendingTurn | Sequence[ToolCallResponse],
         /,
         *,
         budget: Budget | float | UseConfig = USE_CONFIG,
@@ -740,9 +763,9 @@ class ToolScheduler:
         """Complete one turn, once: finalize, PostToolBatch hooks, finalize, send guard, record.
 
         Args:
-            responses: every response of the turn in the model's call order: what
-                :meth:`execute` returned, merged with the duplicate, skipped, cancelled and
-                synthetic responses the runtime answered itself.
+            pending: the turn :meth:`execute` returned, with the responses the runtime
+                answered itself added in the model's order; or, for a turn nothing
+                executed, the runtime's responses in call order.
             budget: this turn's budget instead of the configured one.
             recorder: where the turn is recorded instead of the configured recorder
                 (``None``: nowhere), e.g. an agent loop's transcript.
@@ -755,6 +778,7 @@ class ToolScheduler:
 
         Raises:
             ConfigError: ``budget`` is invalid.
+            TurnAlreadyCompleted: ``pending`` was completed before (a turn completes once).
             RecorderError: the recorder failed; ``.turn`` holds the completed turn, which
                 was not recorded.
         """
@@ -763,12 +787,35 @@ class ToolScheduler:
             limit = self.config.budget
         else:
             limit = check_budget(budget, name="budget")
+        if not isinstance(pending, PendingTurn):
+            pending = PendingTurn.answered(pending)
+        pending.claim()
+        telemetry = pending.telemetry
+        if telemetry is None:
+            telemetry = begin_turn(self.config.session_id)
+            if telemetry is None:
+                return await self._complete(pending.responses, limit, recorder)
+        with telemetry.active():
+            try:
+                turn = await self._complete(pending.responses, limit, recorder)
+            except BaseException as exc:
+                telemetry.end_failed(exc)
+                raise
+        telemetry.end_completed(pending.answered_by_runtime(), turn, limit)
+        return turn
+
+    async def _complete(
+        self,
+        responses: list[ToolCallResponse],
+        limit: Budget,
+        recorder: Recorder | UseConfig | None,
+    ) -> Turn:
         record = self.config.recorder if isinstance(recorder, UseConfig) else recorder
         lifecycle = self.config.lifecycle
         # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
         context, stop_reason = _call_hook_text(responses)
         finalized = await finalize_tool_responses(
-            list(responses), budget=limit, store=self._store, lifecycle_tools=lifecycle
+            responses, budget=limit, store=self._store, lifecycle_tools=lifecycle
         )
         changed = False
         if self._batch_hooks:
@@ -953,10 +1000,12 @@ class ToolScheduler:
                         # the rest of the loop: the abort watcher, an observer's writer.
                         await anyio.lowlevel.checkpoint()
                     worker.plan = plan
-                    if telemetry is None:
+                    span = None if telemetry is None else telemetry.start_call(plan.call)
+                    if span is None:
                         plan.response = await self._answer(plan, worker, batch)
                     else:
-                        with call_scope(telemetry, plan, plan.call):
+                        plan.span = span
+                        with call_scope(span):
                             plan.response = await self._answer(plan, worker, batch)
                     deadlines.stop(worker)
                     reporter.finished(plan)
