@@ -13,6 +13,7 @@ import base64
 import functools
 from pathlib import Path
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import JsonValue
 
@@ -28,6 +29,17 @@ from toolbatch import (
     ToolCallResponse,
 )
 from toolbatch.finalize import PLAN_MODE_REENTRY_REMINDER, PLAN_MODE_REMINDER
+
+
+def scaled(examples: int) -> int:
+    """``examples`` under the full profile (CI), a fifth of it (at least 5) in the edit loop.
+
+    The profile is chosen by ``HYPOTHESIS_PROFILE`` (see ``tests/conftest.py``); a test that
+    sets its own ``max_examples`` passes it through here so the profile still sizes it.
+    """
+    full = settings.get_profile("ci").max_examples
+    return max(5, examples * settings.default.max_examples // full)
+
 
 __all__ = [
     "CALL_IDS",

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import JsonValue
 
+from tests.strategies import scaled
 from toolbatch._core._json_limits import (
     ABSENT,
     MAX_JSON_DEPTH,
@@ -41,7 +42,7 @@ def _nest(value: object, levels: int) -> object:
     return value
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(300), deadline=None)
 @given(_values, st.integers(0, 8), st.integers(1, 12))
 def test_the_measured_depth_is_the_documents_own(value: JsonValue, extra: int, limit: int) -> None:
     """Brackets inside strings and escaped quotes never count; containers always do."""

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import scaled
 from toolbatch import (
     ArtifactStore,
     FunctionResponsePart,
@@ -54,7 +55,7 @@ def _config(tmp_path: Path, **options: Any) -> SchedulerConfig:
 
 
 @settings(
-    max_examples=25,
+    max_examples=scaled(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

@@ -37,7 +37,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 import anyio
 import anyio.abc
@@ -60,6 +60,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import toolbatch
 from toolbatch._core import ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
+from toolbatch.acp._choices import MODEL_CHOICES, ModelChoice
 from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,
@@ -110,7 +111,6 @@ __all__ = [
 
 log = structlog.get_logger("toolbatch.acp")
 
-ModelChoice: TypeAlias = Literal["scripted", "openai", "openai-responses", "anthropic"]
 _MODEL_CLIENTS: Final[
     dict[str, type[OpenAIChatModel] | type[OpenAIResponsesModel] | type[AnthropicModel]]
 ] = {
@@ -119,12 +119,6 @@ _MODEL_CLIENTS: Final[
     "anthropic": AnthropicModel,
 }
 """The model clients behind ``--model``, each configured from its environment variables."""
-MODEL_CHOICES: Final[tuple[ModelChoice, ...]] = (
-    "scripted",
-    "openai",
-    "openai-responses",
-    "anthropic",
-)
 
 ALLOW_ONCE: Final = "allow_once"
 ALLOW_ALWAYS: Final = "allow_always"

@@ -84,7 +84,7 @@ from toolbatch._core import (
     ToolDeclaration,
     Turn,
 )
-from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve_acp
+from toolbatch.acp import MODEL_CHOICES
 from toolbatch.artifacts import (
     SESSION_MAX_AGE_S,
     list_sessions,
@@ -117,6 +117,8 @@ from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adap
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
+
+    from toolbatch.acp import AcpOptions
 
 __all__ = ["main"]
 
@@ -1024,6 +1026,8 @@ async def _serve(config: SchedulerConfig, budget: int | None) -> None:
 
 
 def _acp_options(args: argparse.Namespace) -> AcpOptions:
+    from toolbatch.acp import AcpOptions
+
     config = _scheduler_config(args)
     if args.budget is not None:
         config = dataclasses.replace(
@@ -1041,6 +1045,8 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
 
 def _command_acp(args: argparse.Namespace) -> int:
     options = _acp_options(args)
+    from toolbatch.acp import check_model_settings, serve_acp
+
     check_model_settings(options.model)  # a missing variable fails before the editor connects
     anyio.run(serve_acp, options)
     return EXIT_OK
