@@ -46,9 +46,10 @@ The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-confi
 files: their hooks, permission rules and ``mcpServers``; headless (``run``, ``serve``), a
 call a rule asks about is denied with the rule named. Budget
 (``--budget``, and ``"budget"`` in a batch): code points of model-facing tool text per
-batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
-wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
-none; for ``acp`` it is every session's. Logs go to stderr (``--log-level``, default
+batch; ``0`` disables it; omitted means 200,000 (the runtime default). The flag means the
+same on every command: the session's budget (``SchedulerConfig.batch_budget``); a batch
+that carries its own ``budget`` (``run``'s batch object, a ``serve`` request) is bounded by
+that one instead. Logs go to stderr (``--log-level``, default
 ``warning``) so stdout stays clean; when stderr is a terminal a status line shows the calls
 in progress.
 """
@@ -222,8 +223,9 @@ def _runtime_options() -> argparse.ArgumentParser:
         "--budget",
         type=_budget,
         metavar="CHARS",
-        help=f"aggregate budget of model-facing tool text per batch, in characters; 0 "
-        f"disables it (default: the batch's own, else {DEFAULT_BATCH_BUDGET_CHARS:,})",
+        help=f"the session's aggregate budget of model-facing tool text per batch, in "
+        f"characters; 0 disables it; a batch that carries its own budget uses that one "
+        f"(default: {DEFAULT_BATCH_BUDGET_CHARS:,})",
     )
     options.add_argument(
         "--artifacts-dir",
@@ -641,15 +643,15 @@ class _SchedulerBackend:
 
 
 def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
-    """The configuration the runtime flags describe (``--budget`` aside: see each command)."""
+    """The configuration the runtime flags describe (``--budget`` is the session's budget)."""
     # A bad MCP document is a ConfigError from SchedulerConfig below: a usage error.
     if args.mcp_config is not None and not Path(args.mcp_config).is_file():
         raise _UsageError(
             f"the MCP config {args.mcp_config!r} is not a file; pass the path of an "
             f'{{"mcpServers": {{...}}}} JSON file'
         )
-    # No batch_budget here: every batch is run with its own (run_batch(budget=...)).
     return SchedulerConfig(
+        batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS),
         concurrency=args.concurrency,
         call_timeout=args.timeout,
         artifacts_dir=args.artifacts_dir,
@@ -832,10 +834,7 @@ def _output_failure_line(output: _Output, exc: OSError) -> str:
 def _command_run(args: argparse.Namespace) -> int:
     batch = _read_batch(args.batch)
     config = _scheduler_config(args)
-    if args.budget is not None:
-        budget = budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
-    else:
-        budget = batch.resolve_budget(DEFAULT_BATCH_BUDGET_CHARS)
+    budget = batch.resolve_budget(config.budget)
     stdout_closed = 1 in _CLOSED_AT_START
     if stdout_closed and args.dual_output is None and args.record is None:
         raise _UsageError(
@@ -1009,8 +1008,7 @@ def _render_part(part: object) -> list[str]:
 
 def _command_serve(args: argparse.Namespace) -> int:
     config = _scheduler_config(args)
-    budget = budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
-    anyio.run(_serve, config, budget)
+    anyio.run(_serve, config, config.budget)
     return EXIT_OK
 
 
@@ -1029,10 +1027,6 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
     from toolbatch.acp import AcpOptions
 
     config = _scheduler_config(args)
-    if args.budget is not None:
-        config = dataclasses.replace(
-            config, batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
-        )
     return AcpOptions(
         config=config,
         auto_approve=args.auto_approve,

@@ -216,13 +216,17 @@ class SchedulerConfig:
     shell_env: ShellEnvMode = "inherit"
     shell_env_allow: Sequence[str] = ()
     shell_env_set: Mapping[str, str] = field(default_factory=dict)
+    _budget: Budget = field(default=None, init=False, repr=False, compare=False)
+    _lifecycle: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
     _loaded: Settings = field(default_factory=Settings, init=False, repr=False, compare=False)
     _mcp_config: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Normalised once, here: the rest of toolbatch sees int | None and a frozenset.
-        object.__setattr__(self, "batch_budget", check_budget(self.batch_budget))
-        object.__setattr__(self, "lifecycle_tools", check_lifecycle_tools(self.lifecycle_tools))
+        # Normalised once, here: the rest of toolbatch reads .budget and .lifecycle.
+        object.__setattr__(self, "_budget", check_budget(self.batch_budget))
+        object.__setattr__(self, "batch_budget", self._budget)
+        object.__setattr__(self, "_lifecycle", check_lifecycle_tools(self.lifecycle_tools))
+        object.__setattr__(self, "lifecycle_tools", self._lifecycle)
         if (
             isinstance(self.concurrency, bool)
             or not isinstance(self.concurrency, int)
@@ -300,14 +304,12 @@ class SchedulerConfig:
     @property
     def budget(self) -> Budget:
         """``batch_budget`` as checked (``None``: no budget)."""
-        budget: Budget = self.batch_budget  # type: ignore[assignment]  # normalised above
-        return budget
+        return self._budget
 
     @property
     def lifecycle(self) -> frozenset[str]:
         """``lifecycle_tools`` as checked."""
-        tools: frozenset[str] = self.lifecycle_tools  # type: ignore[assignment]
-        return tools
+        return self._lifecycle
 
 
 @dataclass(slots=True, eq=False)
@@ -695,10 +697,9 @@ class ToolScheduler:
             RecorderError: the configured recorder failed; ``.turn`` holds the completed
                 turn, which was not recorded.
         """
-        if not isinstance(budget, UseConfig):
-            budget = check_budget(budget, name="budget")
+        limit = self._limit(budget)  # checked before anything runs
         pending = await self.execute(calls, abort=abort, observer=observer, approve=approve)
-        return await self.complete_turn(pending, budget=budget)
+        return await self._complete_turn(pending, limit, USE_CONFIG)
 
     async def execute(
         self,
@@ -783,10 +784,20 @@ class ToolScheduler:
                 was not recorded.
         """
         self._check_open()
+        return await self._complete_turn(pending, self._limit(budget), recorder)
+
+    def _limit(self, budget: Budget | float | UseConfig) -> Budget:
+        """A turn's budget as given (checked once, here) or the configured one."""
         if isinstance(budget, UseConfig):
-            limit = self.config.budget
-        else:
-            limit = check_budget(budget, name="budget")
+            return self.config.budget
+        return check_budget(budget, name="budget")
+
+    async def _complete_turn(
+        self,
+        pending: PendingTurn | Sequence[ToolCallResponse],
+        limit: Budget,
+        recorder: Recorder | UseConfig | None,
+    ) -> Turn:
         if not isinstance(pending, PendingTurn):
             pending = PendingTurn.answered(pending)
         pending.claim()
