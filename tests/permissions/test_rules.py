@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from toolbatch.errors import ConfigError
-from toolbatch.permissions import PermissionRule, Permissions, split_command
+from toolbatch.permissions import PermissionRule, Permissions, analyze_command
 
 
 def rules(**lists: list[str]) -> Permissions:
@@ -179,7 +179,7 @@ def test_allow_holds_only_when_every_subcommand_is_covered(
     permissions = rules(allow=["Bash(a *)", "Bash(b*)"])
     compound = separator.join(commands)
     whole = permissions.decide("run_shell_command", shell(compound)).behavior == "allow"
-    parts = [sub.text for sub in split_command(compound)]
+    parts = [sub.text for sub in analyze_command(compound).plain]
     assert whole == all(
         permissions.decide("run_shell_command", shell(part)).behavior == "allow" for part in parts
     )
