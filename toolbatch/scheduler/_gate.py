@@ -236,9 +236,12 @@ class CallGate:
                 asker += f" ({decision.reason})"
         elif hook_decision == "ask":
             asker = hook_source
-        elif decision.behavior == "allow" or hook_decision == "allow" or declaration.trusted:
-            asker = None
-        elif self.permissions.mode == "bypassPermissions":
+        elif (
+            decision.behavior == "allow"
+            or hook_decision == "allow"
+            or declaration.trusted
+            or self.permissions.mode == "bypassPermissions"
+        ):
             asker = None
         elif self._allow_list and not declaration.read_only:
             unlisted = decision.reason or f"no allow rule covers {call.name!r}"
