@@ -111,7 +111,7 @@ async def test_deny_rules_hold_against_every_rewrite(tmp_path: Path, command: st
     assert created(tmp_path) == []
 
 
-async def test_the_rewrites_do_run_touch_without_the_rule(tmp_path: Path) -> None:
+def test_the_rewrites_do_run_touch_without_the_rule(tmp_path: Path) -> None:
     """The fixed cases are real: without a deny rule, bash runs touch for each of them."""
     work = tmp_path / "work"
     work.mkdir()
