@@ -130,6 +130,8 @@ def test_a_deny_rule_matches_every_rewrite(command: str) -> None:
         "command touch x",
         "busybox touch x",
         "env -S 'touch x'",
+        "coproc touch x",
+        "tou\\\nch x",
     ],
 )
 def test_a_deny_rule_follows_wrappers_and_command_strings(command: str) -> None:
@@ -150,6 +152,11 @@ def test_a_deny_rule_follows_wrappers_and_command_strings(command: str) -> None:
         pytest.param("env $X x", id="computed-wrapper-argument"),
         pytest.param("touch x 'unterminated", id="unparsable"),
         pytest.param("if true; then touch x", id="missing-fi"),
+        pytest.param("source <(echo touch x)", id="source-substitution"),
+        pytest.param("echo touch x | bash /dev/stdin", id="shell-dev-stdin"),
+        pytest.param("bash <<< 'touch x'", id="shell-here-string"),
+        pytest.param("echo touch | xargs -I X X x", id="xargs-replace"),
+        pytest.param("printf 'touch x' | xargs -I{} sh -c {}", id="xargs-replace-shell"),
     ],
 )
 def test_what_cannot_be_analysed_is_denied_when_a_deny_rule_applies(command: str) -> None:

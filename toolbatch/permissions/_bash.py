@@ -66,6 +66,7 @@ _LANGUAGE: Final = tree_sitter.Language(tree_sitter_bash.language())
 _PARSERS = threading.local()  # a Parser is not meant to be shared between threads
 
 _SHELLS: Final = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "yash"})
+_STDIN_FILES: Final = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 _CC_WRAPPERS: Final = frozenset(
     {"timeout", "time", "nice", "nohup", "stdbuf", "command", "builtin", "noglob"}
 )
@@ -92,6 +93,7 @@ _WRAPPERS: Final[dict[str, _Options]] = {
     "nohup": _Options(),
     "setsid": _Options(),
     "busybox": _Options(),
+    "coproc": _Options(),
     "nice": _Options("n", frozenset({"--adjustment"})),
     "ionice": _Options("cnpt", frozenset({"--class", "--classdata", "--pid", "--pgid"})),
     "stdbuf": _Options("ioe", frozenset({"--input", "--output", "--error"})),
@@ -281,6 +283,15 @@ def analyze_command(command: str) -> CommandAnalysis:
     collector = _Collector()
     _collect(root, collector, depth=0)
     plain, not_plain = _plain_sequence(root)
+    if "\\\n" in command:
+        # bash joins "tou\<newline>ch" into one word where tree-sitter sees two: deny and
+        # ask rules also see the joined text; allow rules approve neither.
+        joined = _parse(command.replace("\\\n", ""))
+        if joined is None or joined.root_node.has_error:
+            collector.unanalysable.append("a line continuation (backslash-newline)")
+        else:
+            _collect(joined.root_node, collector, depth=0)
+        plain, not_plain = None, "a line continuation (backslash-newline)"
     marker = next((m for m in _SUBSTITUTION_MARKERS if m in command), None)
     if plain is not None and marker is not None:
         # Quoted, it is harmless to bash; but an allow rule is the one place where a parser
@@ -463,6 +474,11 @@ def _peel(words: Sequence[_Word], out: _Collector, *, depth: int) -> None:
         if program in _SHELLS:
             _shell_string(program, rest, out, depth=depth)
             return
+        if program in ("source", ".") and rest:
+            script = rest[0]
+            if not script.fixed or script.text in _STDIN_FILES:
+                out.unanalysable.append(f"{program} runs {script.text!r}, not a fixed file")
+            return
         if program in ("eval", "trap", "alias") or (program == "find" and rest):
             _strings(program, rest, out, depth=depth)
             return
@@ -492,6 +508,12 @@ def _skip_options(
         if text == "--":
             index += 1
             break
+        if program == "xargs" and (
+            text.startswith("--replace")
+            or (text[:1] == "-" and text[:2] != "--" and ("I" in text or "i" in text))
+        ):
+            out.unanalysable.append("xargs -I builds the command from its input")
+            return None
         if options.assignments and _NAME_ASSIGNMENT.match(text):
             index += 1
             continue
@@ -551,12 +573,15 @@ def _shell_string(program: str, words: Sequence[_Word], out: _Collector, *, dept
             continue
         index -= 1
         break
+    if not command_flag and index < len(words) and words[index].text in _STDIN_FILES:
+        out.unanalysable.append(f"{program} {words[index].text} reads commands from stdin")
+        return
     if command_flag:
         if index >= len(words):
             out.unanalysable.append(f"{program} -c has no command string")
             return
         script = words[index]
-        if not script.literal:
+        if not script.fixed:
             out.unanalysable.append(f"{program} -c runs {script.text!r}, computed when it runs")
             return
         _parse_string(script.text, out, depth=depth)
