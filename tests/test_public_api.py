@@ -65,7 +65,7 @@ CONTRACT = {
         "ToolHookOutput",
         "load_settings",
     ],
-    "toolbatch.permissions": ["PermissionRule", "Permissions"],
+    "toolbatch.permissions": ["PermissionRule", "Permissions", "analyze_command"],
     "toolbatch.ray": ["SessionHandle", "SessionPool", "open_session"],
     "toolbatch.agent": [
         "AnthropicModel",

@@ -18,9 +18,12 @@ model's words as ``agent_message_chunk``. Every ``session/update`` leaves throug
 ``AcpStdioTransport``, which bounds it with ``project_acp_update``; ``session/load``
 replays a transcript through the same path.
 
-Tools whose declaration has ``needs_permission`` (``run_shell_command``) are allowed or
-rejected by the user through ``session/request_permission`` (one question at a time per
-session), unless ``--auto-approve``. A rejection is an error response the model sees.
+Tools whose declaration has ``needs_permission`` (``run_shell_command``), and with
+permission rules in force whatever no allow rule covers, are allowed or rejected by the
+user through ``session/request_permission`` (one question at a time per session).
+``--auto-approve`` is the permission mode ``bypassPermissions``: nothing is asked but what
+an ask rule or a PreToolUse hook asks, and that still goes to the editor. A rejection is an
+error response the model sees.
 ``session/cancel`` cancels the running tools (their process groups are stopped) and any
 model request in flight; the prompt ends with stop reason ``cancelled``.
 """
@@ -151,7 +154,8 @@ class AcpOptions:
         config: the scheduler configuration every session starts from (budget,
             concurrency, timeouts, MCP servers...). Each session gets its own
             ``session_id``, artifacts directory and the MCP servers its editor passes.
-        auto_approve: run tools that need permission without asking.
+        auto_approve: the permission mode ``bypassPermissions`` (when ``config`` sets no
+            other): ask the editor only what ask rules and hooks ask.
         artifacts_dir: where complete tool output is kept, one subdirectory per session
             (default: each session's folder of the per-user state directory, named by
             its session id; see ``toolbatch artifacts``).
@@ -342,7 +346,6 @@ class _AcpRuntime:
 
     session: _Session
     client: Client
-    auto_approve: bool
 
     async def run_tool_turn(
         self,
@@ -357,7 +360,7 @@ class _AcpRuntime:
         for tool_call_id, call in zip(ids, reply.tool_calls, strict=True):
             self.session.emit(start_update(tool_call_id, call))
         view = _TurnView(self.session, self.client, ids)
-        inner = InteractiveRuntime(approve=None if self.auto_approve else view.approve)
+        inner = InteractiveRuntime(approve=view.approve)
         return await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
 
 
@@ -384,7 +387,8 @@ class AcpAgent:
         make_model: makes the model of a new session.
         make_registry: makes the tool registry of a new session from its ``cwd``
             (default: the built-in shell tool, running in that directory).
-        auto_approve: run tools that need permission without asking.
+        auto_approve: the permission mode ``bypassPermissions`` (when ``config`` sets no
+            other): ask the editor only what ask rules and hooks ask.
         artifacts_dir: each session keeps complete output in ``<dir>/<session id>``.
         transcript_dir: where transcripts go; enables ``session/load``.
         trace_model: see ``AcpOptions.trace_model``.
@@ -403,6 +407,9 @@ class AcpAgent:
         trace_model: Path | None = None,
     ) -> None:
         self._hosts = hosts
+        if auto_approve and config.permission_mode is None:
+            # Ask rules (and hooks' asks) still reach the editor: only routine asks go.
+            config = replace(config, permission_mode="bypassPermissions")
         self._config = config
         self._make_model = make_model
         self._make_registry = make_registry
@@ -609,7 +616,7 @@ class AcpAgent:
             session.loop = AgentLoop(
                 _SessionModel(self._make_model(), session, self._trace_model),
                 scheduler,
-                runtime=_AcpRuntime(session, self.client, self._auto_approve),
+                runtime=_AcpRuntime(session, self.client),
                 recorder=recorder,
                 history=history,
             )

@@ -95,6 +95,7 @@ from toolbatch.artifacts import (
 from toolbatch.errors import ConfigError, RecorderError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
+from toolbatch.permissions import PERMISSION_MODES
 from toolbatch.producers import SandboxMode, ShellEnvMode
 from toolbatch.recorder import JsonlRecorder
 from toolbatch.scheduler import (
@@ -211,6 +212,16 @@ def _runtime_options() -> argparse.ArgumentParser:
         help="a Claude Code settings file (hooks, permissions, mcpServers); repeatable, "
         "merged in order, later wins (e.g. ~/.claude/settings.json, then "
         ".claude/settings.json); inline JSON works too",
+    )
+    options.add_argument(
+        "--permission-mode",
+        choices=PERMISSION_MODES,
+        metavar="MODE",
+        help="overrides the settings' permissions.defaultMode, as Claude Code's: default (ask "
+        "what no allow rule covers; headless: refuse it), acceptEdits (also run plain "
+        "mkdir/touch/rm/rmdir/mv/cp inside the working directory), plan (as default), "
+        "dontAsk (refuse whatever would ask), bypassPermissions (ask only ask rules); deny "
+        "rules hold in every mode",
     )
     options.add_argument(
         "--mcp-startup-timeout",
@@ -382,7 +393,8 @@ def _parser() -> argparse.ArgumentParser:
     acp.add_argument(
         "--auto-approve",
         action="store_true",
-        help="run tools that need permission (the shell) without asking the editor",
+        help="run tools that need permission (the shell) without asking the editor: the "
+        "permission mode bypassPermissions (ask rules and hooks' asks still ask it)",
     )
     acp.add_argument(
         "--model",
@@ -658,6 +670,7 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
         mcp_servers=args.mcp_config,
         mcp_startup_timeout=args.mcp_startup_timeout,
         settings=list(args.settings) if args.settings else None,
+        permission_mode=args.permission_mode,
         sandbox=args.sandbox,
         workspace_roots=args.workspace,
         network=args.network,
@@ -1026,6 +1039,11 @@ async def _serve(config: SchedulerConfig, budget: int | None) -> None:
 def _acp_options(args: argparse.Namespace) -> AcpOptions:
     from toolbatch.acp import AcpOptions
 
+    if args.auto_approve and args.permission_mode not in (None, "bypassPermissions"):
+        raise _UsageError(
+            f"--auto-approve is the permission mode bypassPermissions; it cannot go with "
+            f"--permission-mode {args.permission_mode}: pass one of them"
+        )
     config = _scheduler_config(args)
     return AcpOptions(
         config=config,

@@ -359,11 +359,11 @@ def _permissions(
                 f"permissions.defaultMode in {name} must be one of "
                 f"{', '.join(get_args(PermissionMode))}, got {value!r}"
             )
-        if value in ("acceptEdits", "plan", "auto"):
+        if value in ("plan", "auto"):
             log.info(
-                "settings.mode_has_no_effect",
+                "settings.mode_asks_as_default",
                 mode=value,
-                hint="it concerns Claude Code's own edit tools and classifier",
+                hint="toolbatch has no edit tools of its own and no classifier",
             )
         mode = value
     return mode

@@ -7,18 +7,23 @@ rules, ecosystem-2.md 1.5 and 2):
 1. PreToolUse hooks run. A ``deny`` (or exit 2) answers the call in place with the hook's
    reason. ``updatedInput`` replaces the arguments and is validated like any call's; what
    runs, what is asked about and what later hooks see is the updated call.
-2. The permission rules decide on that call: a deny rule answers it in place, naming the
-   rule; an ask rule, or a hook's ``ask``, asks; an allow rule or a hook's ``allow`` skips
-   the ask a tool declares (``needs_permission``). A hook's ``allow`` never overrides a deny
-   or ask rule. A trusted tool (an MCP server's ``trust`` / ``alwaysAllow``) skips ask rules
-   and its own ask, not a hook's ``ask`` and never a deny. ``defaultMode:
-   bypassPermissions`` answers every ask with yes, ``dontAsk`` with no.
-3. Asking means calling ``approve(call, declaration)``, sync or async (a sync one runs in a
-   worker thread). With no ``approve`` (headless) a call a rule or hook asks about is
-   denied, naming what asked; a tool that only declares ``needs_permission`` runs, as it
-   always has headless. ``approve`` returning ``False`` is the user's no; raising (or
-   returning something that is not a bool) is an ``approval_failed`` error response that
-   says so, never "the user did not allow".
+2. The permission rules decide on that call (``toolbatch/permissions/README.md``): a deny
+   rule answers it in place, naming the rule; an ask rule, or a hook's ``ask``, asks; an
+   allow rule, a hook's ``allow``, a trusted tool (an MCP server's ``trust`` /
+   ``alwaysAllow``) or the mode ``acceptEdits``' own approvals let it run. A hook's ``allow``
+   never overrides a deny or ask rule; a trusted tool skips ask rules, never a hook's ``ask``
+   or a deny.
+3. With permission rules in force (or the mode ``dontAsk``), they are an allow list: a call
+   no allow rule covers (a tool that declares ``read_only`` aside) is asked, and refused
+   when nobody can be asked, naming the allow rules. Without rules, a tool that declares
+   ``needs_permission`` is asked when there is an ``approve`` callback, and runs headless,
+   as it always has. ``bypassPermissions`` asks only what an ask rule or a hook asks;
+   ``dontAsk`` refuses whatever would ask.
+4. Asking means calling ``approve(call, declaration)``, sync or async (a sync one runs in a
+   worker thread); with no ``approve`` (headless) the call is refused, naming what asked.
+   ``approve`` returning ``False`` is the user's no; raising (or returning something that
+   is not a bool) is an ``approval_failed`` error response that says so, never "the user
+   did not allow".
 
 After a call: PostToolUse (success) or PostToolUseFailure (error; not a cancellation) hooks
 run. Nothing they say rewrites the result: their context, ``decision: "block"`` reasons and
@@ -213,48 +218,83 @@ class CallGate:
                     if isinstance(updated, ToolCallResponse):
                         return updated
                     call = updated
-        rule = self.permissions.decide(call.name, call.args)
-        if rule.behavior == "deny" and rule.rule is not None:
+        decision = self.permissions.decide(call.name, call.args)
+        if decision.behavior == "deny" and decision.rule is not None:
+            why = f": {decision.reason}" if decision.reason else ""
             return _denied(
                 call,
-                f"{call.name!r} is denied by the permission rule {rule.rule.describe()}; "
-                f"{_DENIED_HINT}",
+                f"{call.name!r} is denied by the permission rule {decision.rule.describe()}"
+                f"{why}; {_DENIED_HINT}",
                 notes,
                 stop,
             )
         asker: str | None = None
-        if rule.behavior == "ask" and rule.rule is not None and not declaration.trusted:
-            asker = f"the permission rule {rule.rule.describe()}"
+        unlisted: str | None = None
+        if decision.behavior == "ask" and decision.rule is not None and not declaration.trusted:
+            asker = f"the permission rule {decision.rule.describe()}"
+            if decision.reason:
+                asker += f" ({decision.reason})"
         elif hook_decision == "ask":
             asker = hook_source
-        elif rule.behavior == "allow" or hook_decision == "allow" or declaration.trusted:
+        elif (
+            decision.behavior == "allow"
+            or hook_decision == "allow"
+            or declaration.trusted
+            or self.permissions.mode == "bypassPermissions"
+        ):
             asker = None
+        elif self._allow_list and not declaration.read_only:
+            unlisted = decision.reason or f"no allow rule covers {call.name!r}"
         elif declaration.needs_permission and approve is not None:
             asker = f"the tool {call.name!r} (it needs permission)"
-        if asker is not None:
-            refused = await self._ask(asker, call, declaration, approve)
+        if asker is not None or unlisted is not None:
+            refused = await self._ask(asker, unlisted, call, declaration, approve)
             if refused is not None:
                 if notes or stop:
                     refused = replace_fields(refused, hook_notes=notes, hook_stop=stop)
                 return refused
         return Admitted(call, notes, stop)
 
+    @property
+    def _allow_list(self) -> bool:
+        """Whether what no allow rule covers is asked (refused with nobody to ask)."""
+        return self.permissions.restricts or self.permissions.mode == "dontAsk"
+
     async def _ask(
         self,
-        asker: str,
+        asker: str | None,
+        unlisted: str | None,
         call: ToolCall,
         declaration: ToolDeclaration,
         approve: ApprovalCallback | None,
     ) -> ToolCallResponse | None:
-        """``None`` when the call may run, else its answer."""
+        """``None`` when the call may run, else its answer. ``asker`` names what asks;
+        ``unlisted`` says why no allow rule covers the call (asked under the allow list)."""
         mode = self.permissions.mode
-        if mode == "bypassPermissions":
-            return None
+        if unlisted is not None:
+            summary = self.permissions.allow_summary()
+            if mode == "dontAsk":
+                return ToolCallResponse.failed(
+                    call,
+                    f"{call.name!r} was not run: {unlisted}, and the permission mode 'dontAsk' "
+                    f"refuses what no allow rule covers; {summary}",
+                    error_type="permission_denied",
+                )
+            if approve is None:
+                return ToolCallResponse.failed(
+                    call,
+                    f"{call.name!r} was not run: {unlisted}. With permission rules in force "
+                    f"and nobody to ask (no approve callback: a headless run), only what an "
+                    f"allow rule covers runs; {summary}. Add an allow rule for it, or run "
+                    f"with an approve callback",
+                    error_type="permission_denied",
+                )
+            return refusal(call, await ask_approval(approve, call, declaration))
         if mode == "dontAsk":
             return ToolCallResponse.failed(
                 call,
-                f"{call.name!r} was not run: {asker} asks before it runs, and the settings' "
-                f"defaultMode 'dontAsk' refuses every call that would ask; add an allow rule",
+                f"{call.name!r} was not run: {asker} asks before it runs, and the permission "
+                f"mode 'dontAsk' refuses every call that would ask; add an allow rule",
                 error_type="permission_denied",
             )
         if approve is None:

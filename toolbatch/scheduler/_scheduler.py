@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, get_args
 
 import anyio
 import anyio.lowlevel
@@ -65,6 +65,7 @@ from toolbatch.hooks import (
     load_settings,
     run_post_tool_batch_hooks,
 )
+from toolbatch.permissions import PermissionMode, Permissions
 from toolbatch.producers import (
     UNWATCHED_PROGRESS,
     ProcessPolicy,
@@ -171,6 +172,9 @@ class SchedulerConfig:
         settings: Claude Code settings (a path or a dict, or a list merged in order, later
             wins): their ``hooks``, ``permissions`` and ``mcpServers`` (see
             ``toolbatch.hooks.load_settings``), read and checked now.
+        permission_mode: overrides the settings' ``permissions.defaultMode``, as Claude
+            Code's ``--permission-mode``: ``default``, ``acceptEdits``, ``plan``,
+            ``bypassPermissions`` or ``dontAsk`` (see ``toolbatch.permissions``).
         hooks: PostToolBatch hooks (async callables and ``CommandHook``s) and
             ``toolbatch.hooks.EventHook``s for any event, beside those of ``settings``.
         hook_timeout: seconds a Python hook may take (command hooks have their own).
@@ -203,6 +207,7 @@ class SchedulerConfig:
     mcp_servers: Any = None
     mcp_startup_timeout: float | None = None
     settings: SettingsSource | Sequence[SettingsSource] | None = None
+    permission_mode: PermissionMode | None = None
     hooks: Sequence[PostToolBatchHook | CommandHook | EventHook] = ()
     hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
     recorder: Recorder | None = None
@@ -267,6 +272,13 @@ class SchedulerConfig:
         )
         if self.mcp_startup_timeout is not None:
             _check_positive("mcp_startup_timeout", self.mcp_startup_timeout)
+        if self.permission_mode is not None and self.permission_mode not in get_args(
+            PermissionMode
+        ):
+            raise ConfigError(
+                f"permission_mode must be one of {', '.join(get_args(PermissionMode))} or "
+                f"None, got {self.permission_mode!r}"
+            )
         object.__setattr__(self, "_loaded", load_settings(self.settings))
         # Read once, here: a bad document fails now, not on enter, and its warnings (keys
         # toolbatch does not use) are logged once.
@@ -289,6 +301,14 @@ class SchedulerConfig:
     def loaded_settings(self) -> Settings:
         """``settings`` as read and merged."""
         return self._loaded
+
+    @property
+    def permissions(self) -> Permissions:
+        """The settings' permission rules, under ``permission_mode`` when it is set."""
+        permissions = self._loaded.permissions
+        if self.permission_mode is None:
+            return permissions
+        return permissions.with_mode(self.permission_mode)
 
     def event_hooks(self) -> list[EventHook]:
         """Every hook bound to an event: ``settings``' first, then ``hooks``' ``EventHook``s."""
@@ -547,7 +567,7 @@ class ToolScheduler:
         self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
         self._gate = CallGate.build(
             self.config.event_hooks(),
-            self.config.loaded_settings.permissions,
+            self.config.permissions,
             hook_timeout_s=self.config.hook_timeout,
             session_id=self.config.session_id,
         )
