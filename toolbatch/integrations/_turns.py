@@ -6,20 +6,45 @@ each call through ``ToolScheduler.execute`` (the producers bound their own outpu
 shell's preview, MCP's, a Python tool's threshold) and keeps the response; at the batch
 boundary, just before the next model request, :meth:`SplitTurns.complete` completes every
 pending call of the last model response as one turn (``complete_turn``: the batch budget,
-persist-once, PostToolBatch hooks, the send guard, the recorder). The bounded texts are kept
-by call id, so a framework that rebuilds its request from the unbounded history every time
-gets the same bounded text again, never a second completion.
+persist-once, PostToolBatch hooks, the send guard, the recorder). A framework that rebuilds
+its request from the unbounded history every time keeps the completion and sends the same
+bounded text again: a turn is completed once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
 
 from toolbatch import Part, TextPart, ToolCall, ToolCallResponse, ToolScheduler, Turn
 from toolbatch.providers import openai_chat
 
-__all__ = ["Completion", "SplitTurns", "make_call", "turn_texts"]
+__all__ = ["Completion", "SplitTurns", "in_own_task", "make_call", "turn_texts"]
+
+_T = TypeVar("_T")
+
+
+async def in_own_task(work: Callable[[], Awaitable[_T]]) -> _T:
+    """Await ``work()`` in a child task of an anyio task group, and return its result.
+
+    Frameworks cancel their tool tasks with ``Task.cancel()``, and pydantic-ai does it twice
+    (asyncio's ``gather`` cancels the tasks, then its ``cancel_and_drain`` cancels them
+    again): a second native cancel landing in the shell's shielded cleanup cuts it short
+    and leaves the command running. In a child task, every cancel of the framework's task
+    becomes one cancellation of the task group's scope, which the cleanup's shield holds
+    off, and the task group waits for the child to finish stopping its commands.
+    """
+    results: list[_T] = []
+
+    async def run() -> None:
+        results.append(await work())
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+    return results[0]
 
 
 def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) -> ToolCall:
@@ -85,8 +110,6 @@ class SplitTurns:
     def __init__(self, scheduler: ToolScheduler) -> None:
         self.scheduler = scheduler
         self._pending: dict[str, ToolCallResponse] = {}
-        self._sent: dict[str, str] = {}
-        self._context: dict[str, str] = {}
 
     async def run(self, call: ToolCall) -> str:
         """Answer one call now; its response waits for :meth:`complete`.
@@ -94,7 +117,7 @@ class SplitTurns:
         Returns the text the producer bounded (what the framework records in its history
         until the turn is completed and the batch budget replaces it).
         """
-        [response] = await self.scheduler.execute([call])
+        [response] = await in_own_task(lambda: self.scheduler.execute([call]))
         self._pending[call.id] = response
         texts, _ = turn_texts(response.parts)
         return texts.get(response.call_id, "")
@@ -102,14 +125,6 @@ class SplitTurns:
     def is_pending(self, call_id: str) -> bool:
         """Whether ``call_id`` was answered and waits for its turn to be completed."""
         return call_id in self._pending
-
-    def sent(self, call_id: str) -> str | None:
-        """The bounded text sent for ``call_id`` by a completed turn, else ``None``."""
-        return self._sent.get(call_id)
-
-    def context_after(self, call_id: str) -> str | None:
-        """The batch text of the turn whose last call is ``call_id``, else ``None``."""
-        return self._context.get(call_id)
 
     async def complete(self, call_ids: Iterable[str]) -> Completion:
         """Complete the pending calls among ``call_ids`` (in the model's order) as one turn.
@@ -122,10 +137,9 @@ class SplitTurns:
             return Completion()
         turn = await self.scheduler.complete_turn(responses)
         texts, context = turn_texts(turn)
-        self._sent.update(texts)
-        last = turn.responses[-1].call_id
-        if context:
-            self._context[last] = context
         return Completion(
-            texts=texts, context=context, last_call_id=last, stop_reason=turn.stop_reason
+            texts=texts,
+            context=context,
+            last_call_id=turn.responses[-1].call_id,
+            stop_reason=turn.stop_reason,
         )

@@ -50,7 +50,7 @@ from toolbatch import (
     ToolScheduler,
     default_registry,
 )
-from toolbatch.integrations._turns import make_call, turn_texts
+from toolbatch.integrations._turns import in_own_task, make_call, turn_texts
 
 __all__ = ["LANGCHAIN_OUTPUT_THRESHOLD_CHARS", "ToolbatchNode"]
 
@@ -213,7 +213,7 @@ class ToolbatchNode(ToolNode):
             RuntimeError: the node is not open.
             RecorderError: the configured recorder failed.
         """
-        turn = await self.scheduler.run_batch(calls)
+        turn = await in_own_task(lambda: self.scheduler.run_batch(calls))
         texts, context = turn_texts(turn)
         messages: list[AnyMessage] = [
             ToolMessage(
