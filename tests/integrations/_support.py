@@ -59,3 +59,12 @@ async def wait_for_pid(pid_file: Path, *, timeout_s: float = 20.0) -> int:
             if text.strip():
                 return int(text)
             await anyio.sleep(0.01)
+
+
+async def wait_dead(pids: Sequence[int], *, timeout_s: float = 10.0) -> list[int]:
+    """The ``pids`` still running after up to ``timeout_s`` (for a framework that cancels its
+    tool tasks without waiting for them to finish)."""
+    with anyio.move_on_after(timeout_s):
+        while [pid for pid in pids if alive(pid)]:  # noqa: ASYNC110  (other processes: no event)
+            await anyio.sleep(0.01)
+    return [pid for pid in pids if alive(pid)]
