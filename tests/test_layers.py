@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"producers", "finalize", "hooks", "transports", "providers", "permissions"},
     {"recorder", "scheduler"},
     {"agent", "testing"},
-    {"service", "acp", "ray"},
+    {"service", "acp", "ray", "integrations"},
     {"cli", "_demo", "_demo_mcp_server", "__init__"},
 ]
 SIBLING_RULES = {
@@ -46,6 +46,7 @@ SIBLING_RULES = {
     "service": {"acp"},
     "acp": {"service"},
     "ray": {"service", "acp"},
+    "integrations": {"service", "acp", "ray"},
 }
 
 
