@@ -18,11 +18,27 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import anyio
+from pydantic import ValidationError
 
-from toolbatch import Part, TextPart, ToolCall, ToolCallResponse, ToolScheduler, Turn
+from toolbatch import (
+    FunctionResponsePart,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+    ToolScheduler,
+    Turn,
+)
 from toolbatch.providers import openai_chat
 
-__all__ = ["Completion", "SplitTurns", "in_own_task", "make_call", "turn_texts"]
+__all__ = [
+    "Completion",
+    "SplitTurns",
+    "in_own_task",
+    "make_call",
+    "response_text",
+    "turn_texts",
+]
 
 _T = TypeVar("_T")
 
@@ -53,6 +69,11 @@ def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) ->
     ``args`` is a JSON object string, a mapping or ``None``; anything else is answered by the
     scheduler with an ``invalid_args`` error in the call's place.
     """
+    if isinstance(args, dict) and call_id and name:
+        try:  # the usual case, without the reply mapping's round trip
+            return ToolCall(id=call_id, name=name, args=args, ordinal=ordinal)
+        except ValidationError:
+            pass  # not JSON values: the mapping says why
     [call] = openai_chat.tool_calls(
         {
             "role": "assistant",
@@ -87,6 +108,19 @@ def turn_texts(source: Turn | Sequence[Part]) -> tuple[dict[str, str], str]:
     return texts, "\n\n".join(text for text in batch if text)
 
 
+def response_text(response: ToolCallResponse) -> str:
+    """The text one response's tool message carries (``turn_texts`` for a lone response)."""
+    if len(response.parts) == 1:
+        [part] = response.parts
+        if isinstance(part, FunctionResponsePart):
+            body = part.function_response.response
+            output = body.get("output")
+            if len(body) == 1 and isinstance(output, str):
+                return output  # the usual result, as the mapping would send it
+    texts, _ = turn_texts(response.parts)
+    return texts.get(response.call_id, "")
+
+
 @dataclass(slots=True)
 class Completion:
     """What one completed turn sends back, for the calls it was asked about.
@@ -119,8 +153,7 @@ class SplitTurns:
         """
         [response] = await in_own_task(lambda: self.scheduler.execute([call]))
         self._pending[call.id] = response
-        texts, _ = turn_texts(response.parts)
-        return texts.get(response.call_id, "")
+        return response_text(response)
 
     def is_pending(self, call_id: str) -> bool:
         """Whether ``call_id`` was answered and waits for its turn to be completed."""
