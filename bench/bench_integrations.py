@@ -184,7 +184,9 @@ async def _openai_agents(rounds: int, tmp: str) -> Row:
                         type="message",
                         role="assistant",
                         status="completed",
-                        content=[ResponseOutputText(type="output_text", text="done", annotations=[])],
+                        content=[
+                            ResponseOutputText(type="output_text", text="done", annotations=[])
+                        ],
                     )
                 ]
             else:
