@@ -28,6 +28,11 @@ PACKAGES = [
     "toolbatch.testing",
     "toolbatch.telemetry",
     "toolbatch.ray",
+    "toolbatch.integrations",
+    "toolbatch.integrations.langgraph",
+    "toolbatch.integrations.pydantic_ai",
+    "toolbatch.integrations.openai_agents",
+    "toolbatch.integrations.mini_swe_agent",
 ]
 
 CONTRACT = {
@@ -67,6 +72,10 @@ CONTRACT = {
     ],
     "toolbatch.permissions": ["PermissionRule", "Permissions", "analyze_command"],
     "toolbatch.ray": ["SessionHandle", "SessionPool", "open_session"],
+    "toolbatch.integrations.langgraph": ["ToolbatchNode"],
+    "toolbatch.integrations.pydantic_ai": ["ToolbatchToolset"],
+    "toolbatch.integrations.openai_agents": ["ToolbatchTools"],
+    "toolbatch.integrations.mini_swe_agent": ["ToolbatchEnvironment"],
     "toolbatch.agent": [
         "AnthropicModel",
         "ModelError",
