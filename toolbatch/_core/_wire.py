@@ -736,6 +736,14 @@ class Turn(BaseModel):
         """The parts after the responses' own: text that belongs to the batch, not a tool."""
         return self.parts[sum(len(response.parts) for response in self.responses) :]
 
+    def wire_parts(self) -> list[dict[str, Any]]:
+        """The parts to send, as plain JSON values: Gemini-style wire dicts
+        (``functionResponse``, ``text``, ``inlineData``, ``fileData``), what is recorded."""
+        dumped: list[dict[str, Any]] = parts_adapter.dump_python(
+            self.parts, mode="json", by_alias=True, exclude_none=True
+        )
+        return dumped
+
 
 class ToolDeclaration(BaseModel):
     """How a tool is declared to the model: name, description and JSON schema of its args.
