@@ -145,7 +145,6 @@ async def test_a_producer_that_outlives_the_ceiling_is_cut_off(tmp_path: Path) -
 
     class Stubborn:
         declaration = ToolDeclaration(name="stubborn")
-        output_threshold = None
 
         async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
             await anyio.sleep(3600)

@@ -756,6 +756,11 @@ class ToolDeclaration(BaseModel):
         read_only: whether the tool only reads (speculative runs may run it ahead of time).
         trusted: whether its calls skip permission asks (an MCP server's ``trust`` or
             ``alwaysAllow``); deny rules and hooks still apply.
+        timeout_s: the longest one call may run (``None``: the runtime's ceiling); the
+            runtime applies the shorter of the two.
+        output_threshold: output longer than this many characters, when the producer left
+            it unpersisted, is persisted once and previewed (generic persistence);
+            ``None``: the producer bounds its own output (the shell, MCP).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -766,6 +771,8 @@ class ToolDeclaration(BaseModel):
     needs_permission: bool = Field(default=False, exclude=True)
     read_only: bool = Field(default=False, exclude=True)
     trusted: bool = Field(default=False, exclude=True)
+    timeout_s: float | None = Field(default=None, gt=0, exclude=True)
+    output_threshold: int | None = Field(default=None, gt=0, exclude=True)
 
 
 def _empty_object_schema() -> dict[str, JsonValue]:

@@ -75,6 +75,7 @@ import structlog
 
 import toolbatch
 from toolbatch._core import (
+    BatchObserver,
     FileDataPart,
     FunctionResponsePart,
     InlineDataPart,
@@ -108,7 +109,6 @@ from toolbatch.scheduler import (
 from toolbatch.service import (
     MAX_MESSAGE_BYTES,
     BatchRunParams,
-    CallObserver,
     batch_result,
     loads_json,
     parse_batch,
@@ -538,7 +538,7 @@ def _reopen_closed_standard_fds() -> set[int]:
 class _Fanout:
     """Sends each observer event to several observers."""
 
-    def __init__(self, *observers: CallObserver) -> None:
+    def __init__(self, *observers: BatchObserver) -> None:
         self._observers = observers
 
     def call_started(self, call: ToolCall) -> None:
@@ -648,7 +648,7 @@ class _SchedulerBackend:
         *,
         budget: int | None,
         abort: anyio.Event,
-        observer: CallObserver,
+        observer: BatchObserver,
     ) -> Turn:
         watched = observer if self._status is None else _Fanout(observer, self._status)
         return await self._scheduler.run_batch(calls, abort=abort, observer=watched, budget=budget)

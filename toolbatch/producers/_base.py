@@ -96,11 +96,13 @@ class Producer(Protocol):
     ``run`` must not raise for bad input: it returns ``ToolResult.failure(...)``. If it does
     raise, the scheduler turns the exception into an error response in the call's place.
 
-    A producer may also have an ``output_threshold: int | None`` attribute: output longer
-    than that many characters, when the producer left ``persisted_output_files`` undecided,
-    is persisted once and replaced by a ~2,000-character preview (generic persistence).
-    Without the attribute the producer is trusted to bound its own output (as the shell
-    and MCP producers do); the batch finalizer bounds everything in any case.
+    What the runtime honours besides ``run`` is declared on ``declaration``: its
+    ``timeout_s`` (the shorter of it and the runtime's ceiling applies) and its
+    ``output_threshold`` (output longer than that, when the producer left
+    ``persisted_output_files`` undecided, is persisted once and replaced by a
+    ~2,000-character preview). Without a threshold the producer is trusted to bound its own
+    output (as the shell and MCP producers do); the batch finalizer bounds everything in any
+    case.
     """
 
     @property

@@ -166,6 +166,8 @@ class FunctionTool:
             input_schema=schema,
             needs_permission=needs_permission,
             read_only=read_only,
+            timeout_s=timeout_s,
+            output_threshold=output_threshold,
         )
         functools.update_wrapper(self, func)
 

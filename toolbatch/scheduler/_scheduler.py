@@ -942,20 +942,19 @@ class ToolScheduler:
         # The deadline is the configured ceiling plus a grace to clean up, or the
         # producer's own timeout (a @tool's) when that is shorter.
         ceiling = self.config.call_timeout
-        own = getattr(producer, "timeout_s", None)
-        if isinstance(own, int | float) and own < ceiling:
+        declaration = producer.declaration
+        own = declaration.timeout_s
+        if own is not None and own < ceiling:
             timeout_s = allowed_s = float(own)
         else:
             timeout_s, allowed_s = ceiling, ceiling + BACKSTOP_GRACE_S
-        # Generic persistence is opt-in per producer: @tool functions have a threshold;
-        # producers that bound their own output (shell, MCP) declare none.
-        threshold = getattr(producer, "output_threshold", None)
-        declaration = producer.declaration
         return _Route(
             producer,
             timeout_s=timeout_s,
             allowed_s=allowed_s,
-            output_threshold=threshold,
+            # Generic persistence is opt-in per producer: @tool functions declare a
+            # threshold; producers that bound their own output (shell, MCP) declare none.
+            output_threshold=declaration.output_threshold,
             needs_permission=declaration.needs_permission and not declaration.trusted,
         )
 

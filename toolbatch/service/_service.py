@@ -100,6 +100,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from toolbatch._core import (
     ABSENT,
     MAX_JSON_DEPTH,
+    BatchObserver,
     DescriptorIO,
     JsonTooDeep,
     LineSplitter,
@@ -134,7 +135,6 @@ __all__ = [
     "BatchBackend",
     "BatchCallParams",
     "BatchRunParams",
-    "CallObserver",
     "batch_result",
     "loads_json",
     "parse_batch",
@@ -177,19 +177,6 @@ IdKey: TypeAlias = tuple[str, object]
 # -- the backend the service drives ------------------------------------------------------
 
 
-class CallObserver(Protocol):
-    """Live events of a running batch (the scheduler's ``BatchObserver`` shape)."""
-
-    def call_started(self, call: ToolCall) -> None:
-        """A call began running."""
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        """A running call reported progress."""
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        """A call ended (its response before finalization)."""
-
-
 class BatchBackend(Protocol):
     """What the service runs batches with; the CLI wires a ``ToolScheduler`` behind it."""
 
@@ -209,7 +196,7 @@ class BatchBackend(Protocol):
         *,
         budget: int | None,
         abort: anyio.Event,
-        observer: CallObserver,
+        observer: BatchObserver,
     ) -> Turn:
         """Run ``calls`` and return the turn finalized against ``budget`` (``None``: none)."""
         ...
