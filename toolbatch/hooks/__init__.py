@@ -5,6 +5,12 @@ result after, and the bounded batch at the end; ``load_settings`` reads Claude C
 files (hooks, permissions, MCP servers). Details: ``toolbatch/hooks/README.md``.
 """
 
+from toolbatch.hooks._claude_names import (
+    CLAUDE_CODE_ONLY_TOOLS,
+    claude_tool_input,
+    claude_tool_name,
+    tool_args_from_claude,
+)
 from toolbatch.hooks._command import (
     BLOCK_EXIT_CODE,
     DEFAULT_HOOK_TIMEOUT_S,
@@ -57,6 +63,7 @@ from toolbatch.hooks._tool_hooks import (
 
 __all__ = [
     "BLOCK_EXIT_CODE",
+    "CLAUDE_CODE_ONLY_TOOLS",
     "DEFAULT_HOOK_TIMEOUT_S",
     "DEFAULT_MAX_HOOK_OUTPUT_BYTES",
     "HOOK_EVENTS",
@@ -86,11 +93,14 @@ __all__ = [
     "ToolHookOutput",
     "apply_hook_output",
     "build_hook_input",
+    "claude_tool_input",
+    "claude_tool_name",
     "load_settings",
     "note",
     "parse_tool_hook_answer",
     "run_post_tool_batch_hooks",
     "run_post_tool_use_hooks",
     "run_pre_tool_use_hooks",
+    "tool_args_from_claude",
     "truncate_middle",
 ]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +37,16 @@ from typing import Any, Final, get_args
 import structlog
 
 from toolbatch.errors import ConfigError
+from toolbatch.hooks._claude_names import CLAUDE_CODE_ONLY_TOOLS, unreachable_matcher_names
 from toolbatch.hooks._command import CommandHook
-from toolbatch.hooks._tool_hooks import HOOK_EVENTS, EventHook
-from toolbatch.permissions import PermissionMode, PermissionRule, Permissions
+from toolbatch.hooks._tool_hooks import HOOK_EVENTS, LITERAL_MATCHER, EventHook
+from toolbatch.permissions import (
+    BASH_TOOL_ALIAS,
+    SHELL_TOOL,
+    PermissionMode,
+    PermissionRule,
+    Permissions,
+)
 
 __all__ = [
     "SETTINGS_HOOK_TIMEOUT_S",
@@ -253,6 +261,8 @@ def _group(event: str, group: Any, where: str, base: str | None) -> list[EventHo
     if event == "PostToolBatch" and matcher not in (None, "", "*"):
         log.info("settings.matcher_ignored", where=where, hint="PostToolBatch has no matcher")
         matcher = None
+    elif matcher is not None:
+        _warn_unreachable(matcher, where)
     handlers = group.get("hooks")
     if not isinstance(handlers, Sequence) or isinstance(handlers, str):
         raise ConfigError(f"{where}: 'hooks' must be a list of handlers, got {handlers!r:.80}")
@@ -262,6 +272,38 @@ def _group(event: str, group: Any, where: str, base: str | None) -> list[EventHo
         if hook is not None:
             built.append(hook)
     return built
+
+
+def _warn_unreachable(matcher: str, where: str) -> None:
+    """Warn about a matcher naming tools toolbatch never runs (its hooks would never run)."""
+    if LITERAL_MATCHER.match(matcher):
+        names = [name.strip() for name in re.split(r"[|,]", matcher) if name.strip()]
+        dead = unreachable_matcher_names(names)
+        if not dead:
+            return
+        never = len(dead) == len(names)
+    else:
+        try:
+            pattern = re.compile(matcher)
+        except re.error:
+            return  # EventHook reports it, naming the fix
+        if pattern.search(BASH_TOOL_ALIAS) or pattern.search(SHELL_TOOL) or "mcp" in matcher:
+            return
+        dead = sorted(name for name in CLAUDE_CODE_ONLY_TOOLS if pattern.search(name))
+        if not dead:
+            return
+        never = True
+    log.warning(
+        "settings.matcher_unreachable",
+        where=where,
+        matcher=matcher,
+        names=dead,
+        hint=(
+            "toolbatch runs Bash (its shell), mcp__<server>__<tool> and your Python tools; "
+            + ("this hook never runs" if never else "these names never match")
+            + " (a bare mcp__<server> matches no tool: write mcp__<server>__.*)"
+        ),
+    )
 
 
 def _handler(

@@ -51,11 +51,15 @@ from toolbatch.hooks import (
     PostToolUseFailureInput,
     PostToolUseInput,
     PreToolUseInput,
+    claude_tool_input,
+    claude_tool_name,
     run_post_tool_use_hooks,
     run_pre_tool_use_hooks,
+    tool_args_from_claude,
     truncate_middle,
 )
 from toolbatch.permissions import SHELL_TOOL, Permissions
+from toolbatch.producers import shell_exit
 
 __all__ = ["Admitted", "ApprovalCallback", "CallGate", "ask_approval", "refusal"]
 
@@ -138,6 +142,7 @@ class CallGate:
     permissions: Permissions = field(default_factory=Permissions)
     hook_timeout_s: float = 15.0
     session_id: str | None = None
+    transcript_path: str | None = None
     has_pre: bool = False
     has_post: bool = False
 
@@ -149,6 +154,7 @@ class CallGate:
         *,
         hook_timeout_s: float,
         session_id: str | None,
+        transcript_path: str | None = None,
     ) -> CallGate:
         """A gate for these hooks and rules."""
         tool_hooks = tuple(hook for hook in hooks if hook.event != "PostToolBatch")
@@ -157,6 +163,7 @@ class CallGate:
             permissions=permissions,
             hook_timeout_s=hook_timeout_s,
             session_id=session_id,
+            transcript_path=transcript_path,
             has_pre=any(hook.event == "PreToolUse" for hook in tool_hooks),
             has_post=any(hook.event != "PreToolUse" for hook in tool_hooks),
         )
@@ -166,13 +173,21 @@ class CallGate:
         """Whether calls need the gate before they run (besides a plain ``approve``)."""
         return self.has_pre or not self.permissions.empty
 
+    @property
+    def permission_mode(self) -> str:
+        """The mode as hooks are told it (Claude Code sends ``manual`` as ``default``)."""
+        mode = self.permissions.mode
+        return "default" if mode == "manual" else mode
+
     def _input_common(self, call: ToolCall) -> dict[str, Any]:
+        """The fields every per-call hook input has, in Claude Code's names and shapes."""
         return {
             "session_id": self.session_id,
+            "transcript_path": self.transcript_path,
             "cwd": os.getcwd(),
-            "permission_mode": self.permissions.mode,
-            "tool_name": call.name,
-            "tool_input": dict(call.args),
+            "permission_mode": self.permission_mode,
+            "tool_name": claude_tool_name(call.name),
+            "tool_input": claude_tool_input(call.name, call.args),
             "tool_use_id": call.id,
         }
 
@@ -192,7 +207,7 @@ class CallGate:
                 hook_event_name="PreToolUse", **self._input_common(call)
             )
             outcome = await run_pre_tool_use_hooks(
-                self.hooks, data, default_timeout_s=self.hook_timeout_s
+                self.hooks, data, default_timeout_s=self.hook_timeout_s, call_name=call.name
             )
             if outcome is not None:
                 notes, stop = tuple(outcome.notes), outcome.stop_reason
@@ -209,7 +224,8 @@ class CallGate:
                         stop,
                     )
                 if outcome.updated_input is not None:
-                    updated = _updated_call(call, outcome.updated_input, outcome.source)
+                    args = tool_args_from_claude(call.name, outcome.updated_input)
+                    updated = _updated_call(call, args, outcome.source)
                     if isinstance(updated, ToolCallResponse):
                         return updated
                     call = updated
@@ -276,23 +292,24 @@ class CallGate:
         if self.has_post and response.status in ("success", "error"):
             common = self._input_common(call)
             data: PostToolUseInput | PostToolUseFailureInput
-            if response.status == "success":
+            tool_response, failure = _tool_response(call, response)
+            if failure is None:
                 data = PostToolUseInput.model_construct(
                     hook_event_name="PostToolUse",
-                    tool_response=_tool_response(call, response),
+                    tool_response=tool_response,
                     duration_ms=duration_ms,
                     **common,
                 )
             else:
                 data = PostToolUseFailureInput.model_construct(
                     hook_event_name="PostToolUseFailure",
-                    error=truncate_middle(response.error or ""),
+                    error=truncate_middle(failure),
                     is_interrupt=False,
                     duration_ms=duration_ms,
                     **common,
                 )
             outcome = await run_post_tool_use_hooks(
-                self.hooks, data, default_timeout_s=self.hook_timeout_s
+                self.hooks, data, default_timeout_s=self.hook_timeout_s, call_name=call.name
             )
             if outcome is not None:
                 notes.extend(outcome.notes)
@@ -328,20 +345,28 @@ def _updated_call(
         )
 
 
-def _tool_response(call: ToolCall, response: ToolCallResponse) -> dict[str, JsonValue]:
-    """The function response body the model gets; Claude Code's Bash keys for the shell."""
+def _tool_response(
+    call: ToolCall, response: ToolCallResponse
+) -> tuple[dict[str, JsonValue], str | None]:
+    """What PostToolUse receives as ``tool_response``, or the PostToolUseFailure ``error``.
+
+    The shell's response is Claude Code's Bash output object (``stdout``, ``stderr``,
+    ``interrupted``, ``isImage``); a command that exited non-zero is a failure whose error
+    starts ``Exit code N``, as Claude Code reports it. Other tools give the function
+    response body the model receives.
+    """
     body: dict[str, JsonValue] = {}
     for part in response.parts:
         if isinstance(part, FunctionResponsePart):
             body = dict(part.function_response.response)
             break
-    if call.name == SHELL_TOOL:
-        output = body.get("output")
-        body = {
-            **body,
-            "stdout": output if isinstance(output, str) else "",
-            "stderr": "",
-            "interrupted": response.status != "success",
-            "isImage": False,
-        }
-    return body
+    if response.status != "success":
+        return body, response.error or ""
+    if call.name != SHELL_TOOL:
+        return body, None
+    output = body.get("output")
+    ended = shell_exit(output if isinstance(output, str) else "")
+    if ended.exit_code:
+        return body, f"Exit code {ended.exit_code}\n{ended.output}"
+    # stdout and stderr share one pipe, so the interleaved output is all in stdout.
+    return {"stdout": ended.output, "stderr": "", "interrupted": False, "isImage": False}, None
