@@ -47,6 +47,7 @@ from toolbatch.hooks._runner import (
 from toolbatch.hooks._settings import (
     SETTINGS_HOOK_TIMEOUT_S,
     Settings,
+    SettingsDocument,
     SettingsSource,
     load_settings,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "PreToolUseInput",
     "PreToolUseOutcome",
     "Settings",
+    "SettingsDocument",
     "SettingsSource",
     "ToolHookFunction",
     "ToolHookInput",

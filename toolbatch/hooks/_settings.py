@@ -51,6 +51,7 @@ from toolbatch.permissions import (
 __all__ = [
     "SETTINGS_HOOK_TIMEOUT_S",
     "Settings",
+    "SettingsDocument",
     "SettingsSource",
     "load_settings",
 ]
@@ -60,8 +61,23 @@ log = structlog.get_logger("toolbatch.hooks")
 SETTINGS_HOOK_TIMEOUT_S: Final = 600.0
 """A settings command hook's timeout when it sets none (Claude Code's default)."""
 
-SettingsSource = Mapping[str, Any] | str | os.PathLike[str]
-"""One settings document: a dict, or the path of a JSON file."""
+
+@dataclass(frozen=True, slots=True)
+class SettingsDocument:
+    """A settings dict with a name for messages (``--allowedTools``, ``~/.claude.json``).
+
+    Attributes:
+        document: the settings, in the shape of a settings file.
+        name: where they came from, as messages should name it.
+    """
+
+    document: Mapping[str, Any]
+    name: str
+
+
+SettingsSource = Mapping[str, Any] | SettingsDocument | str | os.PathLike[str]
+"""One settings document: a dict (named or not), the path of a JSON file, or the JSON
+itself (a string starting with ``{``)."""
 
 _HANDLER_KEYS: Final = frozenset(
     {
@@ -115,8 +131,11 @@ class Settings:
         return {"mcpServers": dict(self.mcp_servers)} if self.mcp_servers else None
 
 
-def load_settings(sources: SettingsSource | Sequence[SettingsSource] | None) -> Settings:
-    """Read and merge settings documents (later ones win where values conflict).
+def load_settings(
+    sources: SettingsSource | Sequence[SettingsSource] | Settings | None,
+) -> Settings:
+    """Read and merge settings documents (later ones win where values conflict); a
+    ``Settings`` already read is returned as it is.
 
     Raises:
         ConfigError: a file cannot be read or is not a JSON object, or a value is of the
@@ -125,7 +144,9 @@ def load_settings(sources: SettingsSource | Sequence[SettingsSource] | None) -> 
     """
     if sources is None:
         return Settings()
-    if isinstance(sources, Mapping | str | os.PathLike):
+    if isinstance(sources, Settings):
+        return sources  # already read (the command line reads each source once)
+    if isinstance(sources, Mapping | SettingsDocument | str | os.PathLike):
         listed: list[SettingsSource] = [sources]
     elif isinstance(sources, Sequence) and not isinstance(sources, bytes):
         listed = list(sources)
@@ -177,6 +198,12 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
     """The document, a name for messages, and the directory of its file (if any)."""
     if isinstance(source, Mapping):
         return source, f"settings[{index}] (a dict)", None
+    if isinstance(source, SettingsDocument):
+        if not isinstance(source.document, Mapping):
+            raise ConfigError(
+                f"the settings {source.name} must be an object, got {source.document!r:.80}"
+            )
+        return source.document, source.name, None
     if not isinstance(source, str | os.PathLike):
         raise ConfigError(
             f"settings[{index}] must be a path or a dict, got {type(source).__name__}"

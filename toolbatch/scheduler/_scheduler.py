@@ -201,7 +201,7 @@ class SchedulerConfig:
     store: ArtifactStore | None = None
     mcp_servers: Any = None
     mcp_startup_timeout: float | None = None
-    settings: SettingsSource | Sequence[SettingsSource] | None = None
+    settings: SettingsSource | Sequence[SettingsSource] | Settings | None = None
     hooks: Sequence[PostToolBatchHook | CommandHook | EventHook] = ()
     hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
     recorder: Recorder | None = None
