@@ -32,6 +32,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -61,7 +62,14 @@ from toolbatch.hooks import (
 from toolbatch.permissions import SHELL_TOOL, Permissions
 from toolbatch.producers import shell_exit
 
-__all__ = ["Admitted", "ApprovalCallback", "CallGate", "ask_approval", "refusal"]
+__all__ = [
+    "Admitted",
+    "ApprovalCallback",
+    "CallGate",
+    "approval_reason",
+    "ask_approval",
+    "refusal",
+]
 
 log = structlog.get_logger("toolbatch.scheduler")
 
@@ -70,6 +78,15 @@ ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool] | bool]
 May be a plain function (run in a worker thread) or a coroutine function."""
 
 _DENIED_HINT: Final = "do not retry it unchanged"
+_ASKER: Final[ContextVar[str | None]] = ContextVar("toolbatch_approval_reason", default=None)
+
+
+def approval_reason() -> str | None:
+    """While an ``approve`` callback runs: what asked for it, for the question shown to the
+    user (``"the permission rule 'Bash(git push:*)' (ask, in .claude/settings.json)"``,
+    ``"the PreToolUse hook 'command:guard.sh'"``); ``None`` when only the tool's own
+    ``needs_permission`` asks, or outside a callback."""
+    return _ASKER.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,16 +256,17 @@ class CallGate:
                 stop,
             )
         asker: str | None = None
+        asked_by: str | None = None  # what asked besides the tool itself: approval_reason()
         if rule.behavior == "ask" and rule.rule is not None and not declaration.trusted:
-            asker = f"the permission rule {rule.rule.describe()}"
+            asker = asked_by = f"the permission rule {rule.rule.describe()}"
         elif hook_decision == "ask":
-            asker = hook_source
+            asker = asked_by = hook_source
         elif rule.behavior == "allow" or hook_decision == "allow" or declaration.trusted:
             asker = None
         elif declaration.needs_permission and approve is not None:
             asker = f"the tool {call.name!r} (it needs permission)"
         if asker is not None:
-            refused = await self._ask(asker, call, declaration, approve)
+            refused = await self._ask(asker, call, declaration, approve, reason=asked_by)
             if refused is not None:
                 if notes or stop:
                     refused = replace_fields(refused, hook_notes=notes, hook_stop=stop)
@@ -261,6 +279,8 @@ class CallGate:
         call: ToolCall,
         declaration: ToolDeclaration,
         approve: ApprovalCallback | None,
+        *,
+        reason: str | None = None,
     ) -> ToolCallResponse | None:
         """``None`` when the call may run, else its answer."""
         mode = self.permissions.mode
@@ -281,7 +301,13 @@ class CallGate:
                 f"or run with an approve callback",
                 error_type="permission_denied",
             )
-        return refusal(call, await ask_approval(approve, call, declaration))
+        # The callback may name what asked (approval_reason); a context variable, so the
+        # ApprovalCallback signature stays as every caller wrote it.
+        token = _ASKER.set(reason)
+        try:
+            return refusal(call, await ask_approval(approve, call, declaration))
+        finally:
+            _ASKER.reset(token)
 
     async def after(
         self, call: ToolCall, response: ToolCallResponse, admitted: Admitted, duration_ms: int
