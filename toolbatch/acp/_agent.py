@@ -53,6 +53,7 @@ from acp.schema import (
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
@@ -70,6 +71,7 @@ from toolbatch.acp._updates import (
     MessageSeparator,
     PromptBlock,
     SessionUpdate,
+    command_prefixes,
     finished_update,
     permission_tool_call,
     progress_update,
@@ -91,12 +93,14 @@ from toolbatch.agent import (
     history_from_transcript,
 )
 from toolbatch.errors import ToolbatchError
+from toolbatch.permissions import SHELL_TOOL, PermissionRule, Permissions
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
     BatchObserver,
     Registry,
     SchedulerConfig,
     ToolScheduler,
+    approval_reason,
     default_registry,
 )
 
@@ -177,8 +181,34 @@ class AcpOptions:
 
 # -- one session ------------------------------------------------------------------------
 
-_Outgoing: TypeAlias = SessionUpdate | anyio.Event
-"""An update to send, or a marker set once everything queued before it was sent."""
+
+@dataclass(eq=False, slots=True)
+class _Start:
+    """A call's ``in_progress`` update, withdrawn if the call turns out not to have run: a
+    call answered in place (refused, unknown, invalid) is started and finished in one step,
+    so its start is withdrawn before the pump reaches it and the editor sees ``pending``
+    then ``failed``, never ``in_progress``."""
+
+    update: SessionUpdate
+    withdrawn: bool = False
+    sent: bool = False
+
+
+_NOT_RUN: Final = frozenset(
+    {
+        "unknown_tool",
+        "invalid_call",
+        "invalid_args",
+        "duplicate_call",
+        "permission_denied",
+        "approval_failed",
+    }
+)
+"""Error types of calls that were answered without running (refused, unknown, invalid)."""
+
+_Outgoing: TypeAlias = SessionUpdate | _Start | anyio.Event
+"""An update to send, a start that may be withdrawn, or a marker set once everything queued
+before it was sent."""
 
 
 @dataclass(eq=False, slots=True)
@@ -194,12 +224,15 @@ class _Session:
     model_scope: anyio.CancelScope | None = None
     updates: MemoryObjectSendStream[_Outgoing] | None = None
     always_allowed: set[str] = field(default_factory=set)
+    """Tools the user allowed for the session ("always allow"), except the shell."""
+    allowed_commands: list[PermissionRule] = field(default_factory=list)
+    """Shell command prefixes the user allowed for the session (``Bash(git status *)``)."""
     permission_lock: anyio.Lock = field(default_factory=anyio.Lock)
     messages: MessageSeparator = field(default_factory=MessageSeparator)
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The MCP servers the editor asked this session to use (``mcpServers`` entries)."""
 
-    def emit(self, update: SessionUpdate) -> None:
+    def emit(self, update: SessionUpdate | _Start) -> None:
         """Queue ``update`` for the client, after everything queued before it."""
         if self.updates is None:
             log.debug("acp.update_without_prompt", session=self.id)
@@ -271,13 +304,6 @@ def _append_line(path: Path, line: str) -> None:
         file.write(line)
 
 
-_PERMISSION_OPTIONS: Final = (
-    (ALLOW_ONCE, "Allow", "allow_once"),
-    (ALLOW_ALWAYS, "Always allow {tool} in this session", "allow_always"),
-    (REJECT_ONCE, "Reject", "reject_once"),
-)
-
-
 @dataclass(eq=False, slots=True)
 class _TurnView:
     """One tool turn as the client sees it: live call events and permission questions.
@@ -289,6 +315,7 @@ class _TurnView:
     session: _Session
     client: Client
     tool_call_ids: list[str]
+    starts: dict[str, _Start] = field(default_factory=dict)
 
     def _id(self, call: ToolCall) -> str | None:
         ordinal = call.ordinal
@@ -300,7 +327,8 @@ class _TurnView:
     def call_started(self, call: ToolCall) -> None:
         tool_call_id = self._id(call)
         if tool_call_id is not None:
-            self.session.emit(running_update(tool_call_id))
+            start = self.starts[tool_call_id] = _Start(running_update(tool_call_id))
+            self.session.emit(start)
 
     def call_progress(self, call: ToolCall, message: str) -> None:
         tool_call_id = self._id(call)
@@ -310,34 +338,75 @@ class _TurnView:
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
         tool_call_id = self._id(call)
         if tool_call_id is not None:
+            start = self.starts.pop(tool_call_id, None)
+            if start is not None and not start.sent and response.error_type in _NOT_RUN:
+                start.withdrawn = True  # it never ran: pending, then failed
             self.session.emit(finished_update(tool_call_id, response))
 
     async def approve(self, call: ToolCall, declaration: ToolDeclaration) -> bool:
-        """Ask the user whether ``call`` may run (one question at a time per session)."""
+        """Ask the user whether ``call`` may run (one question at a time per session).
+
+        The question names what asked (a permission rule or a hook: ``approval_reason``);
+        "always allow" remembers the command's prefix for the shell (Claude Code's "don't
+        ask again for `git status` commands"), the tool for any other tool.
+        """
         tool_call_id = self._id(call)
         if tool_call_id is None:
             return False
         session = self.session
+        reason = approval_reason()
+        prefixes = command_prefixes(call) if declaration.name == SHELL_TOOL else []
         async with session.permission_lock:
-            if declaration.name in session.always_allowed:
+            if _remembered(session, call, declaration):
                 return True
             await session.flush()  # the client knows the call before it is asked about it
+            always = (
+                f"Always allow {call.name} in this session"
+                if not prefixes
+                else "Always allow "
+                + ", ".join(f"`{prefix}`" for prefix in prefixes)
+                + " commands in this session"
+            )
             options = [
-                PermissionOption(option_id=option, name=name.format(tool=call.name), kind=kind)
-                for option, name, kind in _PERMISSION_OPTIONS
+                PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
+                PermissionOption(option_id=ALLOW_ALWAYS, name=always, kind="allow_always"),
+                PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
             ]
+            if declaration.name == SHELL_TOOL and not prefixes:
+                # Not a plain sequence of simple commands: nothing safe to remember.
+                del options[1]
             response = await self.client.request_permission(
                 session_id=session.id,
-                tool_call=permission_tool_call(tool_call_id, call),
+                tool_call=permission_tool_call(tool_call_id, call, reason=reason),
                 options=options,
             )
-        outcome = response.outcome
-        option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
-        allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
-        if option == ALLOW_ALWAYS:
-            session.always_allowed.add(declaration.name)
-        log.info("acp.permission", session=session.id, call_id=call.id, allowed=allowed)
+            outcome = response.outcome
+            option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
+            allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
+            if option == ALLOW_ALWAYS:
+                if prefixes:
+                    session.allowed_commands.extend(
+                        PermissionRule.parse(
+                            f"Bash({prefix} *)", "allow", source="'always allow' in this session"
+                        )
+                        for prefix in prefixes
+                    )
+                elif declaration.name != SHELL_TOOL:
+                    session.always_allowed.add(declaration.name)
+        log.info(
+            "acp.permission", session=session.id, call_id=call.id, allowed=allowed, reason=reason
+        )
         return allowed
+
+
+def _remembered(session: _Session, call: ToolCall, declaration: ToolDeclaration) -> bool:
+    """Whether the user already allowed this call for the session."""
+    if declaration.name != SHELL_TOOL:
+        return declaration.name in session.always_allowed
+    if not session.allowed_commands:
+        return False
+    remembered = Permissions(allow=tuple(session.allowed_commands))
+    return remembered.decide(call.name, call.args).behavior == "allow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,6 +513,9 @@ class AcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=self._transcript_dir is not None,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
+                # session/new's HTTP and SSE servers are started too (spec: the client sends
+                # only the transports the agent advertises; stdio is always supported).
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
             ),
             agent_info=Implementation(
                 name="toolbatch", title="toolbatch", version=toolbatch.__version__
@@ -612,6 +684,9 @@ class AcpAgent:
             recorder = JsonlRecorder(
                 self._transcript_dir / f"{session.id}.jsonl", session_id=session.id
             )
+            # In the config too, so hooks are told the transcript_path; the agent loop
+            # records through the same object, once.
+            config = replace(config, recorder=recorder)
         async with ToolScheduler(self._make_registry(session.cwd), config) as scheduler:
             session.loop = AgentLoop(
                 _SessionModel(self._make_model(), session, self._trace_model),
@@ -642,6 +717,10 @@ class AcpAgent:
             async for item in receive:
                 if isinstance(item, anyio.Event):
                     item.set()
+                elif isinstance(item, _Start):
+                    if not item.withdrawn:
+                        item.sent = True
+                        await self.client.session_update(session_id=session_id, update=item.update)
                 else:
                     await self.client.session_update(session_id=session_id, update=item)
 

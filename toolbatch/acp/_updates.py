@@ -16,6 +16,7 @@ into one message, so every reply after the first starts with a blank line
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
@@ -48,6 +49,7 @@ from acp.schema import (
 
 from toolbatch._core import InlineDataPart, ToolCall, ToolCallResponse
 from toolbatch.agent import text_of
+from toolbatch.permissions import analyze_command
 from toolbatch.recorder import RecordedTurn
 from toolbatch.transports import display_text
 
@@ -58,6 +60,7 @@ __all__ = [
     "MessageSeparator",
     "PromptBlock",
     "SessionUpdate",
+    "command_prefixes",
     "finished_update",
     "permission_tool_call",
     "progress_update",
@@ -164,15 +167,57 @@ def start_update(tool_call_id: str, call: ToolCall) -> ToolCallStart:
     )
 
 
-def permission_tool_call(tool_call_id: str, call: ToolCall) -> ToolCallUpdate:
-    """The ``toolCall`` of a ``session/request_permission`` for ``call``."""
+def permission_tool_call(
+    tool_call_id: str, call: ToolCall, *, reason: str | None = None
+) -> ToolCallUpdate:
+    """The ``toolCall`` of a ``session/request_permission`` for ``call``; ``reason`` (the
+    rule or hook that asked) is its content, so the editor shows why it is asked."""
+    content = [tool_content(text_block(f"Asked by {reason}."))] if reason else None
     return ToolCallUpdate(
         tool_call_id=tool_call_id,
         title=tool_title(call),
         kind=tool_kind(call.name),
         status="pending",
         raw_input=dict(call.args),
+        content=content,
     )
+
+
+_SUBCOMMAND_PROGRAMS: Final = frozenset(
+    {
+        "apt", "apt-get", "brew", "bun", "cargo", "docker", "dotnet", "gh", "git", "go",
+        "gradle", "helm", "kubectl", "make", "mvn", "npm", "pip", "pip3", "pnpm", "podman",
+        "poetry", "systemctl", "terraform", "uv", "yarn",
+    }
+)  # fmt: skip
+"""Programs whose second word is a subcommand (``git status`` is not ``git push``)."""
+_SUBCOMMAND_WORD: Final = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def command_prefixes(call: ToolCall) -> list[str]:
+    """The prefixes an "always allow" of a shell call remembers, one per subcommand: the
+    program (``touch``, ``ls``), with its subcommand for programs that have them (``git
+    status``, ``npm test``), as Claude Code's "don't ask again for `git status` commands".
+    A command that is not a plain sequence of simple commands (see
+    ``toolbatch.permissions``) remembers nothing: it is asked again next time."""
+    command = call.args.get("command")
+    if not isinstance(command, str):
+        return []
+    prefixes: list[str] = []
+    for sub in analyze_command(command).plain:
+        words = sub.words
+        if not words:
+            continue
+        prefix = words[0]
+        if (
+            len(words) > 1
+            and words[0] in _SUBCOMMAND_PROGRAMS
+            and _SUBCOMMAND_WORD.fullmatch(words[1])
+        ):
+            prefix = f"{words[0]} {words[1]}"
+        if prefix not in prefixes:
+            prefixes.append(prefix)
+    return prefixes
 
 
 def running_update(tool_call_id: str) -> ToolCallProgress:

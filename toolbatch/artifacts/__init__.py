@@ -9,6 +9,7 @@ from toolbatch.artifacts._home import (
     SESSION_MAX_AGE_S,
     artifact_session,
     list_sessions,
+    new_session_id,
     remove_sessions,
     sessions_dir,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "ArtifactStream",
     "artifact_session",
     "list_sessions",
+    "new_session_id",
     "remove_sessions",
     "safe_name_component",
     "sessions_dir",

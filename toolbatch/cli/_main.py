@@ -42,9 +42,11 @@
 
 The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config``,
 ``--settings``, ``--mcp-startup-timeout``, ``--artifacts-dir``) are defined once here for
-``run``, ``serve`` and ``acp``. ``--settings PATH`` (repeatable) reads Claude Code settings
-files: their hooks, permission rules and ``mcpServers``; headless (``run``, ``serve``), a
-call a rule asks about is denied with the rule named. Budget
+``run``, ``serve`` and ``acp``. Claude Code's configuration flags (``--settings``,
+``--setting-sources``, ``--mcp-config``, ``--strict-mcp-config``, ``--allowedTools``,
+``--disallowedTools``) are in ``_config_sources``: settings give hooks, permission rules
+and ``mcpServers``; headless (``run``, ``serve``), a call a rule asks about is denied with
+the rule named. Budget
 (``--budget``, and ``"budget"`` in a batch): code points of model-facing tool text per
 batch; ``0`` disables it; omitted means 200,000 (the runtime default). The flag means the
 same on every command: the session's budget (``SchedulerConfig.batch_budget``); a batch
@@ -93,6 +95,7 @@ from toolbatch.artifacts import (
     remove_sessions,
     sessions_dir,
 )
+from toolbatch.cli._config_sources import add_config_options, read_config_sources
 from toolbatch.errors import ConfigError, RecorderError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
@@ -200,19 +203,7 @@ def _logging_options() -> argparse.ArgumentParser:
 
 def _runtime_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
-    options.add_argument(
-        "--mcp-config",
-        metavar="PATH",
-        help='an {"mcpServers": {...}} JSON file; its servers\' tools join the built-in ones',
-    )
-    options.add_argument(
-        "--settings",
-        action="append",
-        metavar="PATH",
-        help="a Claude Code settings file (hooks, permissions, mcpServers); repeatable, "
-        "merged in order, later wins (e.g. ~/.claude/settings.json, then "
-        ".claude/settings.json); inline JSON works too",
-    )
+    add_config_options(options)  # --mcp-config, --settings, ... (cli/_config_sources.py)
     options.add_argument(
         "--permission-mode",
         choices=PERMISSION_MODES,
@@ -656,20 +647,17 @@ class _SchedulerBackend:
 
 def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     """The configuration the runtime flags describe (``--budget`` is the session's budget)."""
-    # A bad MCP document is a ConfigError from SchedulerConfig below: a usage error.
-    if args.mcp_config is not None and not Path(args.mcp_config).is_file():
-        raise _UsageError(
-            f"the MCP config {args.mcp_config!r} is not a file; pass the path of an "
-            f'{{"mcpServers": {{...}}}} JSON file'
-        )
+    # Every settings and MCP source is read once, here; a bad one is a ConfigError: a usage
+    # error.
+    sources = read_config_sources(args)
     return SchedulerConfig(
         batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS),
         concurrency=args.concurrency,
         call_timeout=args.timeout,
         artifacts_dir=args.artifacts_dir,
-        mcp_servers=args.mcp_config,
+        mcp_servers=sources.mcp,
         mcp_startup_timeout=args.mcp_startup_timeout,
-        settings=list(args.settings) if args.settings else None,
+        settings=sources.settings,
         permission_mode=args.permission_mode,
         sandbox=args.sandbox,
         workspace_roots=args.workspace,

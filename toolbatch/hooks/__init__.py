@@ -5,6 +5,12 @@ result after, and the bounded batch at the end; ``load_settings`` reads Claude C
 files (hooks, permissions, MCP servers). Details: ``toolbatch/hooks/README.md``.
 """
 
+from toolbatch.hooks._claude_names import (
+    CLAUDE_CODE_ONLY_TOOLS,
+    claude_tool_input,
+    claude_tool_name,
+    tool_args_from_claude,
+)
 from toolbatch.hooks._command import (
     BLOCK_EXIT_CODE,
     DEFAULT_HOOK_TIMEOUT_S,
@@ -41,6 +47,7 @@ from toolbatch.hooks._runner import (
 from toolbatch.hooks._settings import (
     SETTINGS_HOOK_TIMEOUT_S,
     Settings,
+    SettingsDocument,
     SettingsSource,
     load_settings,
 )
@@ -57,6 +64,7 @@ from toolbatch.hooks._tool_hooks import (
 
 __all__ = [
     "BLOCK_EXIT_CODE",
+    "CLAUDE_CODE_ONLY_TOOLS",
     "DEFAULT_HOOK_TIMEOUT_S",
     "DEFAULT_MAX_HOOK_OUTPUT_BYTES",
     "HOOK_EVENTS",
@@ -80,17 +88,21 @@ __all__ = [
     "PreToolUseInput",
     "PreToolUseOutcome",
     "Settings",
+    "SettingsDocument",
     "SettingsSource",
     "ToolHookFunction",
     "ToolHookInput",
     "ToolHookOutput",
     "apply_hook_output",
     "build_hook_input",
+    "claude_tool_input",
+    "claude_tool_name",
     "load_settings",
     "note",
     "parse_tool_hook_answer",
     "run_post_tool_batch_hooks",
     "run_post_tool_use_hooks",
     "run_pre_tool_use_hooks",
+    "tool_args_from_claude",
     "truncate_middle",
 ]

@@ -20,6 +20,7 @@ import structlog
 from pydantic import JsonValue, ValidationError
 
 from toolbatch._core import InlineDataPart, Part, ToolCallResponse, parts_adapter
+from toolbatch.hooks._claude_names import claude_tool_input, claude_tool_name
 from toolbatch.hooks._command import CommandHook, HookFailed
 from toolbatch.hooks._models import (
     HookToolCall,
@@ -64,11 +65,14 @@ def build_hook_input(
     *,
     session_id: str | None = None,
     cwd: str | None = None,
+    transcript_path: str | None = None,
+    permission_mode: str = "default",
 ) -> PostToolBatchInput:
     """The hook's view of the batch: each call with its bounded, model-facing response.
 
-    ``tool_input`` is the call's arguments (``{}`` for a malformed call); the response is
-    its parts as the model will receive them (inline binary replaced by a placeholder).
+    ``tool_name`` and ``tool_input`` are Claude Code's (the shell is ``Bash``, its
+    ``timeout`` in milliseconds; ``{}`` for a malformed call); the response is its parts as
+    the model will receive them (inline binary replaced by a placeholder).
     ``persisted_output_files`` and the unbounded ``display`` are never included.
     """
     tool_calls = []
@@ -76,8 +80,8 @@ def build_hook_input(
         args = response.call_args
         tool_calls.append(
             HookToolCall.model_construct(
-                tool_name=response.name,
-                tool_input=dict(args) if args is not None else {},
+                tool_name=claude_tool_name(response.name),
+                tool_input=claude_tool_input(response.name, args) if args is not None else {},
                 tool_use_id=response.call_id,
                 status=response.status,
                 tool_response=HookToolResponse.model_construct(
@@ -91,7 +95,9 @@ def build_hook_input(
     return PostToolBatchInput.model_construct(
         hook_event_name="PostToolBatch",
         session_id=session_id,
+        transcript_path=transcript_path,
         cwd=cwd if cwd is not None else os.getcwd(),
+        permission_mode=permission_mode,
         tool_calls=tool_calls,
     )
 

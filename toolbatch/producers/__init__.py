@@ -10,7 +10,7 @@ from toolbatch.producers._base import (
 )
 from toolbatch.producers._function import FunctionTool, tool, validate_tool_name
 from toolbatch.producers._generic import GENERIC_PREVIEW_CHARS, apply_output_threshold
-from toolbatch.producers._shell import ShellProducer
+from toolbatch.producers._shell import ShellExit, ShellProducer, shell_exit
 from toolbatch.sandbox import (
     LandlockProbe,
     ProcessPolicy,
@@ -32,11 +32,13 @@ __all__ = [
     "ProgressCallback",
     "SandboxMode",
     "ShellEnvMode",
+    "ShellExit",
     "ShellProducer",
     "ToolDeclaration",
     "apply_output_threshold",
     "check_process_options",
     "open_process_policy",
+    "shell_exit",
     "tool",
     "validate_tool_name",
 ]

@@ -46,6 +46,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -95,7 +96,9 @@ __all__ = [
     "DEFAULT_SHELL_TIMEOUT_S",
     "MAX_SHELL_TIMEOUT_S",
     "SHELL_TOOL_NAME",
+    "ShellExit",
     "ShellProducer",
+    "shell_exit",
 ]
 
 log = structlog.get_logger("toolbatch.producers.shell")
@@ -162,6 +165,41 @@ async def _wait_leader(
             reason = "timeout"
         tg.cancel_scope.cancel()
     return reason
+
+
+_EXIT_CODE_LINE: Final = re.compile(r"\[exit code: (\d+)(?: \(.*\))?\]")
+_SIGNAL_LINE: Final = re.compile(r"\[killed by signal (?:[A-Z0-9]+ \((\d+)\)|signal (\d+))\]")
+
+
+@dataclass(frozen=True, slots=True)
+class ShellExit:
+    """How a finished command ended, read back from its output's last line.
+
+    Attributes:
+        output: the output without that line (what the command printed, or its preview).
+        exit_code: the exit status (128 + N for a death by signal N), or ``None`` when the
+            output does not end with an exit line (a timeout, a cancellation).
+    """
+
+    output: str
+    exit_code: int | None
+
+
+def shell_exit(content: str) -> ShellExit:
+    """Split the exit line this producer writes last (``[exit code: N]``, ``[killed by
+    signal ...]``) from a successful call's ``output``."""
+    head, _, last = content.rpartition("\n")
+    code: int | None = None
+    match = _EXIT_CODE_LINE.fullmatch(last)
+    if match is not None:
+        code = int(match.group(1))
+    else:
+        killed = _SIGNAL_LINE.fullmatch(last)
+        if killed is not None:
+            code = 128 + int(killed.group(1) or killed.group(2))
+    if code is None:
+        return ShellExit(content, None)
+    return ShellExit(head + "\n" if head else "", code)
 
 
 def _signal_name(number: int) -> str:

@@ -1,5 +1,6 @@
 """The scheduler: the registry, custom tools, and the one turn pipeline (execute, complete)."""
 
+from toolbatch.scheduler._gate import approval_reason
 from toolbatch.scheduler._pending import PendingTurn
 from toolbatch.scheduler._registry import Registry, default_registry
 from toolbatch.scheduler._scheduler import (
@@ -24,5 +25,6 @@ __all__ = [
     "SchedulerConfig",
     "ToolScheduler",
     "UseConfig",
+    "approval_reason",
     "default_registry",
 ]

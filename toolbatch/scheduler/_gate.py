@@ -37,6 +37,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -56,13 +57,24 @@ from toolbatch.hooks import (
     PostToolUseFailureInput,
     PostToolUseInput,
     PreToolUseInput,
+    claude_tool_input,
+    claude_tool_name,
     run_post_tool_use_hooks,
     run_pre_tool_use_hooks,
+    tool_args_from_claude,
     truncate_middle,
 )
 from toolbatch.permissions import SHELL_TOOL, Permissions
+from toolbatch.producers import shell_exit
 
-__all__ = ["Admitted", "ApprovalCallback", "CallGate", "ask_approval", "refusal"]
+__all__ = [
+    "Admitted",
+    "ApprovalCallback",
+    "CallGate",
+    "approval_reason",
+    "ask_approval",
+    "refusal",
+]
 
 log = structlog.get_logger("toolbatch.scheduler")
 
@@ -71,6 +83,15 @@ ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool] | bool]
 May be a plain function (run in a worker thread) or a coroutine function."""
 
 _DENIED_HINT: Final = "do not retry it unchanged"
+_ASKER: Final[ContextVar[str | None]] = ContextVar("toolbatch_approval_reason", default=None)
+
+
+def approval_reason() -> str | None:
+    """While an ``approve`` callback runs: what asked for it, for the question shown to the
+    user (``"the permission rule 'Bash(git push:*)' (ask, in .claude/settings.json)"``,
+    ``"the PreToolUse hook 'command:guard.sh'"``); ``None`` when only the tool's own
+    ``needs_permission`` asks, or outside a callback."""
+    return _ASKER.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +164,7 @@ class CallGate:
     permissions: Permissions = field(default_factory=Permissions)
     hook_timeout_s: float = 15.0
     session_id: str | None = None
+    transcript_path: str | None = None
     has_pre: bool = False
     has_post: bool = False
 
@@ -154,6 +176,7 @@ class CallGate:
         *,
         hook_timeout_s: float,
         session_id: str | None,
+        transcript_path: str | None = None,
     ) -> CallGate:
         """A gate for these hooks and rules."""
         tool_hooks = tuple(hook for hook in hooks if hook.event != "PostToolBatch")
@@ -162,6 +185,7 @@ class CallGate:
             permissions=permissions,
             hook_timeout_s=hook_timeout_s,
             session_id=session_id,
+            transcript_path=transcript_path,
             has_pre=any(hook.event == "PreToolUse" for hook in tool_hooks),
             has_post=any(hook.event != "PreToolUse" for hook in tool_hooks),
         )
@@ -171,13 +195,21 @@ class CallGate:
         """Whether calls need the gate before they run (besides a plain ``approve``)."""
         return self.has_pre or not self.permissions.empty
 
+    @property
+    def permission_mode(self) -> str:
+        """The mode as hooks are told it (Claude Code sends ``manual`` as ``default``)."""
+        mode = self.permissions.mode
+        return "default" if mode == "manual" else mode
+
     def _input_common(self, call: ToolCall) -> dict[str, Any]:
+        """The fields every per-call hook input has, in Claude Code's names and shapes."""
         return {
             "session_id": self.session_id,
+            "transcript_path": self.transcript_path,
             "cwd": os.getcwd(),
-            "permission_mode": self.permissions.mode,
-            "tool_name": call.name,
-            "tool_input": dict(call.args),
+            "permission_mode": self.permission_mode,
+            "tool_name": claude_tool_name(call.name),
+            "tool_input": claude_tool_input(call.name, call.args),
             "tool_use_id": call.id,
         }
 
@@ -197,7 +229,7 @@ class CallGate:
                 hook_event_name="PreToolUse", **self._input_common(call)
             )
             outcome = await run_pre_tool_use_hooks(
-                self.hooks, data, default_timeout_s=self.hook_timeout_s
+                self.hooks, data, default_timeout_s=self.hook_timeout_s, call_name=call.name
             )
             if outcome is not None:
                 notes, stop = tuple(outcome.notes), outcome.stop_reason
@@ -214,7 +246,8 @@ class CallGate:
                         stop,
                     )
                 if outcome.updated_input is not None:
-                    updated = _updated_call(call, outcome.updated_input, outcome.source)
+                    args = tool_args_from_claude(call.name, outcome.updated_input)
+                    updated = _updated_call(call, args, outcome.source)
                     if isinstance(updated, ToolCallResponse):
                         return updated
                     call = updated
@@ -230,12 +263,14 @@ class CallGate:
             )
         asker: str | None = None
         unlisted: str | None = None
+        asked_by: str | None = None  # what asked besides the tool itself: approval_reason()
         if decision.behavior == "ask" and decision.rule is not None and not declaration.trusted:
             asker = f"the permission rule {decision.rule.describe()}"
             if decision.reason:
                 asker += f" ({decision.reason})"
+            asked_by = asker
         elif hook_decision == "ask":
-            asker = hook_source
+            asker = asked_by = hook_source
         elif (
             decision.behavior == "allow"
             or hook_decision == "allow"
@@ -248,7 +283,9 @@ class CallGate:
         elif declaration.needs_permission and approve is not None:
             asker = f"the tool {call.name!r} (it needs permission)"
         if asker is not None or unlisted is not None:
-            refused = await self._ask(asker, unlisted, call, declaration, approve)
+            refused = await self._ask(
+                asker, unlisted, call, declaration, approve, reason=asked_by or unlisted
+            )
             if refused is not None:
                 if notes or stop:
                     refused = replace_fields(refused, hook_notes=notes, hook_stop=stop)
@@ -267,6 +304,8 @@ class CallGate:
         call: ToolCall,
         declaration: ToolDeclaration,
         approve: ApprovalCallback | None,
+        *,
+        reason: str | None = None,
     ) -> ToolCallResponse | None:
         """``None`` when the call may run, else its answer. ``asker`` names what asks;
         ``unlisted`` says why no allow rule covers the call (asked under the allow list)."""
@@ -289,7 +328,7 @@ class CallGate:
                     f"with an approve callback",
                     error_type="permission_denied",
                 )
-            return refusal(call, await ask_approval(approve, call, declaration))
+            return await self._asked(reason, call, declaration, approve)
         if mode == "dontAsk":
             return ToolCallResponse.failed(
                 call,
@@ -305,7 +344,22 @@ class CallGate:
                 f"or run with an approve callback",
                 error_type="permission_denied",
             )
-        return refusal(call, await ask_approval(approve, call, declaration))
+        return await self._asked(reason, call, declaration, approve)
+
+    @staticmethod
+    async def _asked(
+        reason: str | None,
+        call: ToolCall,
+        declaration: ToolDeclaration,
+        approve: ApprovalCallback,
+    ) -> ToolCallResponse | None:
+        # The callback may name what asked (approval_reason); a context variable, so the
+        # ApprovalCallback signature stays as every caller wrote it.
+        token = _ASKER.set(reason)
+        try:
+            return refusal(call, await ask_approval(approve, call, declaration))
+        finally:
+            _ASKER.reset(token)
 
     async def after(
         self, call: ToolCall, response: ToolCallResponse, admitted: Admitted, duration_ms: int
@@ -316,23 +370,24 @@ class CallGate:
         if self.has_post and response.status in ("success", "error"):
             common = self._input_common(call)
             data: PostToolUseInput | PostToolUseFailureInput
-            if response.status == "success":
+            tool_response, failure = _tool_response(call, response)
+            if failure is None:
                 data = PostToolUseInput.model_construct(
                     hook_event_name="PostToolUse",
-                    tool_response=_tool_response(call, response),
+                    tool_response=tool_response,
                     duration_ms=duration_ms,
                     **common,
                 )
             else:
                 data = PostToolUseFailureInput.model_construct(
                     hook_event_name="PostToolUseFailure",
-                    error=truncate_middle(response.error or ""),
+                    error=truncate_middle(failure),
                     is_interrupt=False,
                     duration_ms=duration_ms,
                     **common,
                 )
             outcome = await run_post_tool_use_hooks(
-                self.hooks, data, default_timeout_s=self.hook_timeout_s
+                self.hooks, data, default_timeout_s=self.hook_timeout_s, call_name=call.name
             )
             if outcome is not None:
                 notes.extend(outcome.notes)
@@ -368,20 +423,28 @@ def _updated_call(
         )
 
 
-def _tool_response(call: ToolCall, response: ToolCallResponse) -> dict[str, JsonValue]:
-    """The function response body the model gets; Claude Code's Bash keys for the shell."""
+def _tool_response(
+    call: ToolCall, response: ToolCallResponse
+) -> tuple[dict[str, JsonValue], str | None]:
+    """What PostToolUse receives as ``tool_response``, or the PostToolUseFailure ``error``.
+
+    The shell's response is Claude Code's Bash output object (``stdout``, ``stderr``,
+    ``interrupted``, ``isImage``); a command that exited non-zero is a failure whose error
+    starts ``Exit code N``, as Claude Code reports it. Other tools give the function
+    response body the model receives.
+    """
     body: dict[str, JsonValue] = {}
     for part in response.parts:
         if isinstance(part, FunctionResponsePart):
             body = dict(part.function_response.response)
             break
-    if call.name == SHELL_TOOL:
-        output = body.get("output")
-        body = {
-            **body,
-            "stdout": output if isinstance(output, str) else "",
-            "stderr": "",
-            "interrupted": response.status != "success",
-            "isImage": False,
-        }
-    return body
+    if response.status != "success":
+        return body, response.error or ""
+    if call.name != SHELL_TOOL:
+        return body, None
+    output = body.get("output")
+    ended = shell_exit(output if isinstance(output, str) else "")
+    if ended.exit_code:
+        return body, f"Exit code {ended.exit_code}\n{ended.output}"
+    # stdout and stderr share one pipe, so the interleaved output is all in stdout.
+    return {"stdout": ended.output, "stderr": "", "interrupted": False, "isImage": False}, None

@@ -42,7 +42,7 @@ from toolbatch._core import (
     Turn,
     completed_turn,
 )
-from toolbatch.artifacts import ArtifactStore, artifact_session
+from toolbatch.artifacts import ArtifactStore, artifact_session, new_session_id
 from toolbatch.errors import ConfigError, RecorderError
 from toolbatch.finalize import (
     DEFAULT_BATCH_BUDGET_CHARS,
@@ -78,7 +78,7 @@ from toolbatch.producers import (
     check_process_options,
     open_process_policy,
 )
-from toolbatch.recorder import Recorder, response_kind
+from toolbatch.recorder import JsonlRecorder, Recorder, response_kind
 from toolbatch.scheduler._gate import (
     Admitted,
     ApprovalCallback,
@@ -206,7 +206,7 @@ class SchedulerConfig:
     store: ArtifactStore | None = None
     mcp_servers: Any = None
     mcp_startup_timeout: float | None = None
-    settings: SettingsSource | Sequence[SettingsSource] | None = None
+    settings: SettingsSource | Sequence[SettingsSource] | Settings | None = None
     permission_mode: PermissionMode | None = None
     hooks: Sequence[PostToolBatchHook | CommandHook | EventHook] = ()
     hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
@@ -565,11 +565,15 @@ class ToolScheduler:
         # ``anyio.Event()`` and ``anyio.CancelScope()`` look the backend up on every call.
         self._new_event: Callable[[], anyio.Event] = anyio.Event
         self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+        # Hooks always get a session id (Claude Code's always has one); the artifact
+        # folder takes the same id.
+        self._session_id = self.config.session_id or new_session_id()
         self._gate = CallGate.build(
             self.config.event_hooks(),
             self.config.permissions,
             hook_timeout_s=self.config.hook_timeout,
-            session_id=self.config.session_id,
+            session_id=self._session_id,
+            transcript_path=_transcript_path(self.config.recorder),
         )
         self._batch_hooks = self.config.post_tool_batch_hooks()
 
@@ -657,7 +661,7 @@ class ToolScheduler:
             return self.config.store
         if self.config.artifacts_dir is not None:
             return ArtifactStore(self.config.artifacts_dir)
-        return ArtifactStore(stack.enter_context(artifact_session(self.config.session_id)))
+        return ArtifactStore(stack.enter_context(artifact_session(self._session_id)))
 
     def _check_open(self) -> None:
         if self._stack is None:
@@ -850,7 +854,12 @@ class ToolScheduler:
         )
         changed = False
         if self._batch_hooks:
-            batch = build_hook_input(finalized, session_id=self.config.session_id)
+            batch = build_hook_input(
+                finalized,
+                session_id=self._session_id,
+                transcript_path=_transcript_path(record) or self._gate.transcript_path,
+                permission_mode=self._gate.permission_mode,
+            )
             output = await run_post_tool_batch_hooks(
                 self._batch_hooks, batch, timeout_s=self.config.hook_timeout
             )
@@ -1254,3 +1263,8 @@ def _coerce_call(raw: object, index: int) -> tuple[ToolCall, str | None]:
         f"malformed tool call at position {index}: expected an object with id, name and "
         f"args, got {type(raw).__name__}"
     )
+
+
+def _transcript_path(recorder: Recorder | None) -> str | None:
+    """Where the session is recorded, for hooks' ``transcript_path`` (``None``: nowhere)."""
+    return str(recorder.path) if isinstance(recorder, JsonlRecorder) else None
