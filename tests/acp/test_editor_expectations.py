@@ -41,7 +41,8 @@ async def test_permission_questions_name_the_rule_and_remember_a_prefix(tmp_path
 
         assert await agent.prompt(session, "$ git status") == "end_turn"
         always = client.permission_requests[1]
-        assert always["content"] == []  # only the shell's own ask
+        # No rule names it: the allow list asks (settings have rules, none covers it).
+        assert always["content"] == ["Asked by the allow list: no allow rule covers 'git status'."]
         assert "Always allow `git status` commands in this session" in always["option_names"]
 
         assert await agent.prompt(session, "$ git status --short\n$ git log -1\n$ rm x") == (

@@ -172,6 +172,9 @@ def test_setting_sources_load_the_hierarchy_and_the_projects_mcp_json(tmp_path: 
         *RUN,
         "--setting-sources",
         "user,project,local",
+        # With rules in force, a headless run runs only what an allow rule covers.
+        "--allowedTools",
+        "mcp__proj__echo",
         "--artifacts-dir",
         str(tmp_path / "a"),
         stdin=json.dumps(calls).encode(),

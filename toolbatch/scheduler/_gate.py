@@ -284,7 +284,12 @@ class CallGate:
             asker = f"the tool {call.name!r} (it needs permission)"
         if asker is not None or unlisted is not None:
             refused = await self._ask(
-                asker, unlisted, call, declaration, approve, reason=asked_by or unlisted
+                asker,
+                unlisted,
+                call,
+                declaration,
+                approve,
+                reason=asked_by if unlisted is None else f"the allow list: {unlisted}",
             )
             if refused is not None:
                 if notes or stop:
