@@ -65,6 +65,8 @@ class SchedulerLike(Protocol):
 
     def declarations(self) -> list[ToolDeclaration]: ...
 
+    def wait_for_tools(self) -> Awaitable[list[ToolDeclaration]]: ...
+
     def execute(
         self,
         calls: Sequence[ToolCall],
@@ -391,7 +393,9 @@ class AgentLoop:
             if abort is not None and abort.is_set():
                 outcome.stop_reason = "cancelled"
                 return outcome
-            reply = await self.model.respond(self._outgoing(), self.scheduler.declarations())
+            # MCP servers start in the background: the model's list waits for them.
+            tools = await self.scheduler.wait_for_tools()
+            reply = await self.model.respond(self._outgoing(), tools)
             outcome.replies.append(reply)
             outcome.text = reply.text
             parts: list[Part] = [TextPart(text=reply.text)] if reply.text else []

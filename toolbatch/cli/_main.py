@@ -65,7 +65,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final, TextIO, get_args
 
@@ -84,13 +84,13 @@ from toolbatch._core import (
     ToolDeclaration,
     Turn,
 )
-from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve_acp
 from toolbatch.artifacts import (
     SESSION_MAX_AGE_S,
     list_sessions,
     remove_sessions,
     sessions_dir,
 )
+from toolbatch.cli._progress import RunProgress
 from toolbatch.errors import ConfigError, RecorderError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
@@ -113,10 +113,17 @@ from toolbatch.service import (
     serve_stdio,
 )
 from toolbatch.telemetry import export_from_environment
-from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
+from toolbatch.transports import (
+    OutputAdapter,
+    OutputFormat,
+    dumps_json_line,
+    make_output_adapter,
+)
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
+
+    from toolbatch.acp import AcpOptions
 
 __all__ = ["main"]
 
@@ -338,6 +345,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also write the stream-json events to PATH (protocol version 2)",
     )
     run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream the running commands' output lines to stderr as they come, each "
+        "prefixed with its call's id",
+    )
+    run.add_argument(
         "--record",
         metavar="PATH",
         help="append the finalized turn to this JSONL transcript (toolbatch.load_session)",
@@ -382,8 +395,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     acp.add_argument(
         "--model",
-        choices=MODEL_CHOICES,
+        choices=_ModelChoices(),
         default="scripted",
+        metavar="MODEL",
         help="scripted: each '$ ' line of a prompt is a shell call (default); "
         "openai: an OpenAI-compatible chat API from OPENAI_BASE_URL, OPENAI_API_KEY, "
         "OPENAI_MODEL; openai-responses: the OpenAI Responses API (same variables); "
@@ -622,8 +636,8 @@ class _SchedulerBackend:
     def default_budget(self) -> int | None:
         return self._default_budget
 
-    def declarations(self) -> Sequence[ToolDeclaration]:
-        return self._scheduler.declarations()
+    async def wait_for_tools(self) -> Sequence[ToolDeclaration]:
+        return await self._scheduler.wait_for_tools()
 
     async def run_batch(
         self,
@@ -665,11 +679,15 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     )
 
 
-def _status_for(stream: TextIO) -> _TerminalStatus | None:
+def _is_terminal(stream: TextIO | None) -> bool:
     try:
-        return _TerminalStatus(stream) if stream.isatty() else None
+        return stream is not None and stream.isatty()
     except (AttributeError, ValueError):
-        return None
+        return False
+
+
+def _status_for(stream: TextIO) -> _TerminalStatus | None:
+    return _TerminalStatus(stream) if _is_terminal(stream) else None
 
 
 # -- run ---------------------------------------------------------------------------------
@@ -897,6 +915,58 @@ async def _run_batch(
         config = dataclasses.replace(config, recorder=JsonlRecorder(args.record))
     abort = anyio.Event()
     interrupted: list[int] = []
+    started = time.perf_counter()
+    async with ToolScheduler(default_registry(), config) as scheduler:
+        # Nothing is written before the session opened (a bad config writes nothing).
+        with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
+            # Init and the calls at once (MCP servers still starting are "pending").
+            servers = scheduler.mcp_servers
+            adapter.init(
+                f"run-{uuid.uuid4()}",
+                [declaration.name for declaration in scheduler.declarations()],
+                mcp_servers=None if servers is None else servers.statuses(),
+            )
+            for call in calls:
+                adapter.tool_use(call)
+            turn = await _run_watched(
+                args, scheduler, calls, budget, abort, interrupted, adapter, failures
+            )
+            # The model-facing results: the finalized turn, once it is complete.
+            for call, response in zip(calls, turn.responses, strict=True):
+                adapter.tool_result(call, response)
+            stopped_by = ", ".join(
+                dict.fromkeys(signal.Signals(signum).name for signum in interrupted)
+            )
+            adapter.result(
+                num_turns=1,
+                is_error=bool(interrupted),
+                error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
+                if interrupted
+                else None,
+                # Programs (json, stream-json, the sidecar) get the parts; people the text.
+                result=dumps_json_line(batch_result(turn)["parts"]),
+                text=render_turn_text(turn, budget=budget)
+                if args.output_format == "text"
+                else None,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                budget_chars=budget,
+                budget_used_chars=turn.content_length,
+            )
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+async def _run_watched(
+    args: argparse.Namespace,
+    scheduler: ToolScheduler,
+    calls: Sequence[ToolCall],
+    budget: int | None,
+    abort: anyio.Event,
+    interrupted: list[int],
+    adapter: OutputAdapter,
+    failures: list[str],
+) -> Turn:
+    """Run the batch with live progress (``toolbatch.cli._progress``); SIGINT and SIGTERM
+    abort it."""
 
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -905,49 +975,26 @@ async def _run_batch(
                 interrupted.append(signum)
                 abort.set()
 
-    async with ToolScheduler(default_registry(), config) as scheduler:
-        backend = _SchedulerBackend(
-            scheduler, default_budget=budget, status=_status_for(sys.stderr)
-        )
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch_signals)
-            try:
-                turn = await backend.run_batch(
-                    calls, budget=budget, abort=abort, observer=_SilentObserver()
-                )
-            except RecorderError as exc:
-                if not isinstance(exc.turn, Turn):
-                    raise
-                # The calls ran: their results are still shown, the failure reported after.
-                turn = exc.turn
-                failures.append(f"toolbatch run: --record failed: {exc}")
-            tg.cancel_scope.cancel()
-        names = [declaration.name for declaration in backend.declarations()]
-    used = turn.content_length
-    # Programs (json, stream-json and the sidecar) get the parts; people the rendering.
-    parts = dumps_json_line(batch_result(turn)["parts"])
-    shown = render_turn_text(turn, budget=budget) if args.output_format == "text" else None
-    stopped_by = ", ".join(dict.fromkeys(signal.Signals(signum).name for signum in interrupted))
-    with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
-        adapter.init(f"run-{uuid.uuid4()}", names)
-        for call in calls:
-            adapter.tool_use(call)
-        for call, response in zip(calls, turn.responses, strict=True):
-            adapter.tool_result(call, response)
-        adapter.result(
-            num_turns=1,
-            is_error=bool(interrupted),
-            error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
-            if interrupted
-            else None,
-            result=parts,
-            text=shown,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            budget_chars=budget,
-            budget_used_chars=used,
-        )
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    progress = RunProgress(
+        events=adapter if args.output_format == "stream-json" else None,
+        status=sys.stderr if _is_terminal(sys.stderr) else None,
+        verbose=sys.stderr if args.verbose else None,
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_signals)
+        tg.start_soon(progress.tick)
+        try:
+            turn = await scheduler.run_batch(calls, budget=budget, abort=abort, observer=progress)
+        except RecorderError as exc:
+            if not isinstance(exc.turn, Turn):
+                raise
+            # The calls ran: their results are still shown, the failure reported after.
+            turn = exc.turn
+            failures.append(f"toolbatch run: --record failed: {exc}")
+        finally:
+            progress.close()
+        tg.cancel_scope.cancel()
+    return turn
 
 
 def _plural(count: int, word: str) -> str:
@@ -1023,12 +1070,30 @@ async def _serve(config: SchedulerConfig, budget: int | None) -> None:
 # -- acp ---------------------------------------------------------------------------------
 
 
+class _ModelChoices:
+    """``acp --model``'s choices, read from ``toolbatch.acp`` only when ``--model`` is given:
+    importing the ACP SDK costs more than the rest of the command's start-up."""
+
+    def _choices(self) -> tuple[str, ...]:
+        from toolbatch.acp import MODEL_CHOICES
+
+        return MODEL_CHOICES
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._choices()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._choices())
+
+
 def _acp_options(args: argparse.Namespace) -> AcpOptions:
     config = _scheduler_config(args)
     if args.budget is not None:
         config = dataclasses.replace(
             config, batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
         )
+    from toolbatch.acp import AcpOptions
+
     return AcpOptions(
         config=config,
         auto_approve=args.auto_approve,
@@ -1040,6 +1105,8 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
 
 
 def _command_acp(args: argparse.Namespace) -> int:
+    from toolbatch.acp import check_model_settings, serve_acp
+
     options = _acp_options(args)
     check_model_settings(options.model)  # a missing variable fails before the editor connects
     anyio.run(serve_acp, options)
