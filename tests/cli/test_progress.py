@@ -41,7 +41,8 @@ class Timed:
         )
         self.stdout: list[tuple[float, str]] = []
         self.stderr: list[tuple[float, str]] = []
-        assert self.proc.stdout is not None and self.proc.stderr is not None
+        assert self.proc.stdout is not None
+        assert self.proc.stderr is not None
         self._readers = [
             threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout)),
             threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr)),
@@ -113,7 +114,8 @@ def test_stream_json_shows_each_call_start_and_end_as_it_happens(tmp_path: Path)
     assert slow_done["output_bytes"] == len("one\ntwo\n")
     # A running event in between says how much output there is so far.
     running = [event for _, event in progress_of(events, "slow", "running")]
-    assert running and running[0]["output_bytes"] == len("one\n")
+    assert running
+    assert running[0]["output_bytes"] == len("one\n")
     # The model-facing results come once the turn is complete (the headless rule).
     first_result = kinds.index("user")
     assert all(kind != "tool_progress" for kind in kinds[first_result:])
