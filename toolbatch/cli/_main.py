@@ -1,4 +1,5 @@
-"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve``, ``acp`` and ``artifacts``.
+"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve``, ``acp``, ``tools`` and
+``artifacts``.
 
 ``toolbatch run [BATCH]``
     Runs one batch of tool calls and writes the finalized turn to stdout. ``BATCH`` is a
@@ -33,12 +34,17 @@
 ``toolbatch acp``
     The Agent Client Protocol agent on stdin/stdout (see ``toolbatch.acp``), for editors.
 
-``toolbatch artifacts list | clean [--older-than DURATION | --all]``
+``toolbatch tools``
+    The tools a configuration offers (name, source, description); see
+    ``toolbatch.cli._inspect``.
+
+``toolbatch artifacts list | clean [--older-than DURATION | --all] | show WHAT``
     The artifact sessions of the per-user state directory (where complete output goes
     when no ``--artifacts-dir`` is given): each session's files, size, last use and whether
     it is live; ``clean`` removes those unused for ``DURATION`` (``30m``, ``12h``, ``7d``;
     default 7 days, the age after which a new session removes them anyway), or all with
-    ``--all``. A live session is never removed.
+    ``--all``. A live session is never removed. ``show`` prints a session's files, a
+    call's complete output or a file (``toolbatch.cli._inspect``).
 
 The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config``,
 ``--settings``, ``--mcp-startup-timeout``, ``--artifacts-dir``) are defined once here for
@@ -416,6 +422,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append every message the model receives to FILE as JSON lines",
     )
+    tools = sub.add_parser(
+        "tools",
+        parents=[logging_options, runtime_options],
+        help="list the tools a configuration offers: name, source, description",
+        description="List every tool the model would be offered with these flags (the "
+        "built-in shell and the MCP servers' tools, once each server started or failed): "
+        "name, source (built-in or mcp:<server>) and description; then servers that did "
+        "not start, with why.",
+    )
+    tools.add_argument("--json", action="store_true", help="one JSON object instead")
     artifacts = sub.add_parser(
         "artifacts",
         parents=[logging_options],
@@ -425,6 +441,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     action = artifacts.add_subparsers(dest="action", metavar="ACTION", required=True)
     action.add_parser("list", help="each session: files, size, last use, live or not")
+    show = action.add_parser(
+        "show",
+        help="a session's files, a call's complete output, or a file",
+        description="A session id: its files. A call id: the complete output kept for it, "
+        "on stdout as it is. A path: that file.",
+    )
+    show.add_argument("what", metavar="SESSION|CALL|PATH")
     clean = action.add_parser("clean", help="remove sessions that are not live")
     which = clean.add_mutually_exclusive_group()
     which.add_argument(
@@ -475,6 +498,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_acp(args)
         if args.command == "artifacts":
             return _command_artifacts(args, sys.stdout)
+        if args.command == "tools":
+            from toolbatch.cli._inspect import list_tools
+
+            show_tools = functools.partial(
+                list_tools, _scheduler_config(args), sys.stdout, as_json=args.json
+            )
+            anyio.run(show_tools)
+            return EXIT_OK
         if args.command == "demo":
             from toolbatch.cli._demo import run_demo
 
@@ -1133,6 +1164,11 @@ def _human_age(seconds: float) -> str:
 
 
 def _command_artifacts(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action == "show":
+        from toolbatch.cli._inspect import show_artifact, stdout_bytes
+
+        show_artifact(args.what, out, stdout_bytes() if out is sys.stdout else None)
+        return EXIT_OK
     where = sessions_dir(create=False)
     if args.action == "list":
         sessions = list_sessions()
