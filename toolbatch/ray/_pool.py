@@ -358,8 +358,9 @@ def _workspace_factory(factory: object) -> RegistryFactory:
             continue
         return factory if arguments else functools.partial(_without_workspace, factory)
     name = getattr(factory, "__qualname__", None) or repr(factory)
+    parameters = ", ".join(signature.parameters)
     raise ConfigError(
-        f"registry_factory {name}{signature} can be called neither with the session's "
+        f"registry_factory {name}({parameters}) can be called neither with the session's "
         f"workspace path (one positional argument) nor with nothing; give it one parameter "
         f"for the workspace, or defaults for all of them ({example})"
     )
