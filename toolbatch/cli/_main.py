@@ -55,8 +55,10 @@ call a rule asks about is denied with the rule named. Budget
 batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
 wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
 none; for ``acp`` it is every session's. Logs go to stderr (``--log-level``, default
-``warning``) so stdout stays clean; when stderr is a terminal a status line shows the calls
-in progress.
+``warning``) so stdout stays clean. While a batch runs (``toolbatch.cli._progress``):
+``stream-json`` writes ``tool_progress`` events as calls start, run and end; a terminal's
+stderr shows a status line; ``--verbose`` streams the commands' output lines to stderr;
+``--log-level info`` logs each call's start and end.
 """
 
 from __future__ import annotations
@@ -581,17 +583,6 @@ class _Fanout:
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
         for observer in self._observers:
             observer.call_finished(call, response)
-
-
-class _SilentObserver:
-    def call_started(self, call: ToolCall) -> None:
-        del call
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        del call, message
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        del call, response
 
 
 class _TerminalStatus:
