@@ -786,6 +786,11 @@ class BatchObserver(Protocol):
     ``call_finished``, calls answered in place (unknown tool, invalid or duplicate call,
     denied) included. Any method may be left out: only those an observer has are called.
     Exceptions raised by an observer are logged and ignored.
+
+    One more method is optional and outside the protocol, so observers without it still
+    type-check: ``call_output(call, text)`` receives a running call's output text as it
+    is produced (the shell's, decoded as read). Only when the observer has it do
+    producers decode their output for display at all.
     """
 
     def call_started(self, call: ToolCall) -> None:

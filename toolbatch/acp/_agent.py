@@ -69,6 +69,7 @@ from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,
     MessageSeparator,
+    OutputTail,
     PromptBlock,
     SessionUpdate,
     command_prefixes,
@@ -304,6 +305,10 @@ def _append_line(path: Path, line: str) -> None:
         file.write(line)
 
 
+OUTPUT_UPDATE_INTERVAL_S: Final = 0.25
+"""A running call's output lines are sent to the client at most this often."""
+
+
 @dataclass(eq=False, slots=True)
 class _TurnView:
     """One tool turn as the client sees it: live call events and permission questions.
@@ -316,6 +321,9 @@ class _TurnView:
     client: Client
     tool_call_ids: list[str]
     starts: dict[str, _Start] = field(default_factory=dict)
+    tails: dict[str, OutputTail] = field(default_factory=dict)
+    """Each running call's latest output lines, by ACP id, shown at most every
+    ``OUTPUT_UPDATE_INTERVAL_S`` (``show_tails`` sends what changed meanwhile)."""
 
     def _id(self, call: ToolCall) -> str | None:
         ordinal = call.ordinal
@@ -333,15 +341,48 @@ class _TurnView:
     def call_progress(self, call: ToolCall, message: str) -> None:
         tool_call_id = self._id(call)
         if tool_call_id is not None:
-            self.session.emit(progress_update(tool_call_id, message))
+            self._tail(tool_call_id).report(message)
+            self._show(tool_call_id)
+
+    def call_output(self, call: ToolCall, text: str) -> None:
+        tool_call_id = self._id(call)
+        if tool_call_id is not None:
+            self._tail(tool_call_id).feed(text)
+            self._show(tool_call_id)
 
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
         tool_call_id = self._id(call)
         if tool_call_id is not None:
+            self.tails.pop(tool_call_id, None)
             start = self.starts.pop(tool_call_id, None)
             if start is not None and not start.sent and response.error_type in _NOT_RUN:
                 start.withdrawn = True  # it never ran: pending, then failed
             self.session.emit(finished_update(tool_call_id, response))
+
+    def _tail(self, tool_call_id: str) -> OutputTail:
+        tail = self.tails.get(tool_call_id)
+        if tail is None:
+            tail = self.tails[tool_call_id] = OutputTail()
+        return tail
+
+    def _show(self, tool_call_id: str, *, now: float | None = None) -> None:
+        tail = self.tails.get(tool_call_id)
+        if tail is None or not tail.changed:
+            return
+        now = anyio.current_time() if now is None else now
+        if now - tail.shown_at < OUTPUT_UPDATE_INTERVAL_S:
+            return  # show_tails sends it soon
+        tail.changed, tail.shown_at = False, now
+        self.session.emit(progress_update(tool_call_id, tail.text()))
+
+    async def show_tails(self) -> None:
+        """Send the output lines that came since each call's last update, every
+        ``OUTPUT_UPDATE_INTERVAL_S``, until cancelled."""
+        while True:
+            await anyio.sleep(OUTPUT_UPDATE_INTERVAL_S)
+            now = anyio.current_time()
+            for tool_call_id in list(self.tails):
+                self._show(tool_call_id, now=now)
 
     async def approve(self, call: ToolCall, declaration: ToolDeclaration) -> bool:
         """Ask the user whether ``call`` may run (one question at a time per session).
@@ -430,7 +471,11 @@ class _AcpRuntime:
             self.session.emit(start_update(tool_call_id, call))
         view = _TurnView(self.session, self.client, ids)
         inner = InteractiveRuntime(approve=view.approve)
-        return await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(view.show_tails)
+            outcome = await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
+            tg.cancel_scope.cancel()
+        return outcome
 
 
 # -- the agent --------------------------------------------------------------------------

@@ -16,7 +16,9 @@ into one message, so every reply after the first starts with a blank line
 
 from __future__ import annotations
 
+import math
 import re
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
@@ -55,9 +57,12 @@ from toolbatch.transports import display_text
 
 __all__ = [
     "MESSAGE_SEPARATOR",
+    "OUTPUT_TAIL_LINES",
+    "OUTPUT_TAIL_LINE_CHARS",
     "TITLE_CHARS",
     "CallIds",
     "MessageSeparator",
+    "OutputTail",
     "PromptBlock",
     "SessionUpdate",
     "command_prefixes",
@@ -226,10 +231,59 @@ def running_update(tool_call_id: str) -> ToolCallProgress:
 
 
 def progress_update(tool_call_id: str, message: str) -> ToolCallProgress:
-    """``tool_call_update``: a running call reported progress (shown as its content)."""
+    """``tool_call_update``: a running call's progress (shown as its content): a report,
+    or its latest output lines (``OutputTail.text``)."""
     return update_tool_call(
         tool_call_id, status="in_progress", content=[tool_content(text_block(message))]
     )
+
+
+OUTPUT_TAIL_LINES: Final = 20
+"""How many of a running command's latest output lines its ``tool_call_update`` shows."""
+OUTPUT_TAIL_LINE_CHARS: Final = 400
+"""A longer output line is shown cut, with an ellipsis."""
+
+
+@dataclass(slots=True, eq=False)
+class OutputTail:
+    """The latest output lines of one running call, bounded, and its latest progress report.
+
+    ``feed`` takes the output as it comes (any split); ``text`` is what the client shows:
+    at most ``OUTPUT_TAIL_LINES`` lines of at most ``OUTPUT_TAIL_LINE_CHARS`` each (the
+    unfinished last line included), then the report, if any.
+    """
+
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=OUTPUT_TAIL_LINES))
+    partial: str = ""
+    message: str | None = None
+    changed: bool = False
+    shown_at: float = -math.inf
+
+    def feed(self, text: str) -> None:
+        pieces = (self.partial + text).split("\n")
+        self.partial = _cut_line(pieces.pop(), tail=True)
+        self.lines.extend(_cut_line(piece.rstrip("\r")) for piece in pieces[-OUTPUT_TAIL_LINES:])
+        self.changed = True
+
+    def report(self, message: str) -> None:
+        self.message = message
+        self.changed = True
+
+    def text(self) -> str:
+        shown = list(self.lines)
+        if self.partial:
+            shown = [*shown[1 - OUTPUT_TAIL_LINES :], self.partial.rstrip("\r")]
+        if self.message:
+            shown.append(f"[{self.message}]")
+        return "\n".join(shown)
+
+
+def _cut_line(line: str, *, tail: bool = False) -> str:
+    if len(line) <= OUTPUT_TAIL_LINE_CHARS:
+        return line
+    if tail:  # an unfinished line keeps its end: what was printed last
+        return "…" + line[1 - OUTPUT_TAIL_LINE_CHARS :]
+    return line[: OUTPUT_TAIL_LINE_CHARS - 1] + "…"
 
 
 def _status(response: ToolCallResponse) -> ToolCallStatus:

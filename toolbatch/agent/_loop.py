@@ -66,6 +66,8 @@ class SchedulerLike(Protocol):
 
     def declarations(self) -> list[ToolDeclaration]: ...
 
+    def wait_for_tools(self) -> Awaitable[list[ToolDeclaration]]: ...
+
     def execute(
         self,
         calls: Sequence[ToolCall],
@@ -392,7 +394,9 @@ class AgentLoop:
             if abort is not None and abort.is_set():
                 outcome.stop_reason = "cancelled"
                 return outcome
-            reply = await self.model.respond(self._sendable(), self.scheduler.declarations())
+            # MCP servers start in the background: the model's list waits for them.
+            tools = await self.scheduler.wait_for_tools()
+            reply = await self.model.respond(self._sendable(), tools)
             outcome.replies.append(reply)
             outcome.text = reply.text
             parts: list[Part] = [TextPart(text=reply.text)] if reply.text else []

@@ -1,4 +1,5 @@
-"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve``, ``acp`` and ``artifacts``.
+"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve``, ``acp``, ``tools`` and
+``artifacts``.
 
 ``toolbatch run [BATCH]``
     Runs one batch of tool calls and writes the finalized turn to stdout. ``BATCH`` is a
@@ -33,12 +34,17 @@
 ``toolbatch acp``
     The Agent Client Protocol agent on stdin/stdout (see ``toolbatch.acp``), for editors.
 
-``toolbatch artifacts list | clean [--older-than DURATION | --all]``
+``toolbatch tools``
+    The tools a configuration offers (name, source, description); see
+    ``toolbatch.cli._inspect``.
+
+``toolbatch artifacts list | clean [--older-than DURATION | --all] | show WHAT``
     The artifact sessions of the per-user state directory (where complete output goes
     when no ``--artifacts-dir`` is given): each session's files, size, last use and whether
     it is live; ``clean`` removes those unused for ``DURATION`` (``30m``, ``12h``, ``7d``;
     default 7 days, the age after which a new session removes them anyway), or all with
-    ``--all``. A live session is never removed.
+    ``--all``. A live session is never removed. ``show`` prints a session's files, a
+    call's complete output or a file (``toolbatch.cli._inspect``).
 
 The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config``,
 ``--settings``, ``--mcp-startup-timeout``, ``--artifacts-dir``) are defined once here for
@@ -51,9 +57,11 @@ the rule named. Budget
 batch; ``0`` disables it; omitted means 200,000 (the runtime default). The flag means the
 same on every command: the session's budget (``SchedulerConfig.batch_budget``); a batch
 that carries its own ``budget`` (``run``'s batch object, a ``serve`` request) is bounded by
-that one instead. Logs go to stderr (``--log-level``, default
-``warning``) so stdout stays clean; when stderr is a terminal a status line shows the calls
-in progress.
+that one instead. Logs go to stderr (``--log-level``, default ``warning``) so stdout stays
+clean. While a batch runs (``toolbatch.cli._progress``): ``stream-json`` writes
+``tool_progress`` events as calls start, run and end; a terminal's stderr shows a status
+line; ``--verbose`` streams the commands' output lines to stderr; ``--log-level info`` logs
+each call's start and end.
 """
 
 from __future__ import annotations
@@ -96,6 +104,7 @@ from toolbatch.artifacts import (
     sessions_dir,
 )
 from toolbatch.cli._config_sources import add_config_options, read_config_sources
+from toolbatch.cli._progress import RunProgress
 from toolbatch.errors import ConfigError, RecorderError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
@@ -118,7 +127,12 @@ from toolbatch.service import (
     serve_stdio,
 )
 from toolbatch.telemetry import export_from_environment
-from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
+from toolbatch.transports import (
+    OutputAdapter,
+    OutputFormat,
+    dumps_json_line,
+    make_output_adapter,
+)
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -344,6 +358,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also write the stream-json events to PATH (protocol version 2)",
     )
     run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream the running commands' output lines to stderr as they come, each "
+        "prefixed with its call's id",
+    )
+    run.add_argument(
         "--record",
         metavar="PATH",
         help="append the finalized turn to this JSONL transcript (toolbatch.load_session)",
@@ -391,6 +411,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model",
         choices=MODEL_CHOICES,
         default="scripted",
+        metavar="MODEL",
         help="scripted: each '$ ' line of a prompt is a shell call (default); "
         "openai: an OpenAI-compatible chat API from OPENAI_BASE_URL, OPENAI_API_KEY, "
         "OPENAI_MODEL; openai-responses: the OpenAI Responses API (same variables); "
@@ -409,6 +430,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="append every message the model receives to FILE as JSON lines",
     )
+    tools = sub.add_parser(
+        "tools",
+        parents=[logging_options, runtime_options],
+        help="list the tools a configuration offers: name, source, description",
+        description="List every tool the model would be offered with these flags (the "
+        "built-in shell and the MCP servers' tools, once each server started or failed): "
+        "name, source (built-in or mcp:<server>) and description; then servers that did "
+        "not start, with why.",
+    )
+    tools.add_argument("--json", action="store_true", help="one JSON object instead")
     artifacts = sub.add_parser(
         "artifacts",
         parents=[logging_options],
@@ -418,6 +449,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     action = artifacts.add_subparsers(dest="action", metavar="ACTION", required=True)
     action.add_parser("list", help="each session: files, size, last use, live or not")
+    show = action.add_parser(
+        "show",
+        help="a session's files, a call's complete output, or a file",
+        description="A session id: its files. A call id: the complete output kept for it, "
+        "on stdout as it is. A path: that file.",
+    )
+    show.add_argument("what", metavar="SESSION|CALL|PATH")
     clean = action.add_parser("clean", help="remove sessions that are not live")
     which = clean.add_mutually_exclusive_group()
     which.add_argument(
@@ -468,6 +506,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_acp(args)
         if args.command == "artifacts":
             return _command_artifacts(args, sys.stdout)
+        if args.command == "tools":
+            from toolbatch.cli._inspect import list_tools
+
+            show_tools = functools.partial(
+                list_tools, _scheduler_config(args), sys.stdout, as_json=args.json
+            )
+            anyio.run(show_tools)
+            return EXIT_OK
         if args.command == "demo":
             from toolbatch.cli._demo import run_demo
 
@@ -545,17 +591,6 @@ class _Fanout:
             observer.call_finished(call, response)
 
 
-class _SilentObserver:
-    def call_started(self, call: ToolCall) -> None:
-        del call
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        del call, message
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        del call, response
-
-
 class _TerminalStatus:
     """A one-line status of the running calls on a terminal, cleared when none is left."""
 
@@ -629,8 +664,8 @@ class _SchedulerBackend:
     def default_budget(self) -> int | None:
         return self._default_budget
 
-    def declarations(self) -> Sequence[ToolDeclaration]:
-        return self._scheduler.declarations()
+    async def wait_for_tools(self) -> Sequence[ToolDeclaration]:
+        return await self._scheduler.wait_for_tools()
 
     async def run_batch(
         self,
@@ -670,11 +705,15 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     )
 
 
-def _status_for(stream: TextIO) -> _TerminalStatus | None:
+def _is_terminal(stream: TextIO | None) -> bool:
     try:
-        return _TerminalStatus(stream) if stream.isatty() else None
+        return stream is not None and stream.isatty()
     except (AttributeError, ValueError):
-        return None
+        return False
+
+
+def _status_for(stream: TextIO) -> _TerminalStatus | None:
+    return _TerminalStatus(stream) if _is_terminal(stream) else None
 
 
 # -- run ---------------------------------------------------------------------------------
@@ -899,6 +938,58 @@ async def _run_batch(
         config = dataclasses.replace(config, recorder=JsonlRecorder(args.record))
     abort = anyio.Event()
     interrupted: list[int] = []
+    started = time.perf_counter()
+    async with ToolScheduler(default_registry(), config) as scheduler:
+        # Nothing is written before the session opened (a bad config writes nothing).
+        with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
+            # Init and the calls at once (MCP servers still starting are "pending").
+            servers = scheduler.mcp_servers
+            adapter.init(
+                f"run-{uuid.uuid4()}",
+                [declaration.name for declaration in scheduler.declarations()],
+                mcp_servers=None if servers is None else servers.statuses(),
+            )
+            for call in calls:
+                adapter.tool_use(call)
+            turn = await _run_watched(
+                args, scheduler, calls, budget, abort, interrupted, adapter, failures
+            )
+            # The model-facing results: the finalized turn, once it is complete.
+            for call, response in zip(calls, turn.responses, strict=True):
+                adapter.tool_result(call, response)
+            stopped_by = ", ".join(
+                dict.fromkeys(signal.Signals(signum).name for signum in interrupted)
+            )
+            adapter.result(
+                num_turns=1,
+                is_error=bool(interrupted),
+                error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
+                if interrupted
+                else None,
+                # Programs (json, stream-json, the sidecar) get the parts; people the text.
+                result=dumps_json_line(batch_result(turn)["parts"]),
+                text=render_turn_text(turn, budget=budget)
+                if args.output_format == "text"
+                else None,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                budget_chars=budget,
+                budget_used_chars=turn.content_length,
+            )
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+async def _run_watched(
+    args: argparse.Namespace,
+    scheduler: ToolScheduler,
+    calls: Sequence[ToolCall],
+    budget: int | None,
+    abort: anyio.Event,
+    interrupted: list[int],
+    adapter: OutputAdapter,
+    failures: list[str],
+) -> Turn:
+    """Run the batch with live progress (``toolbatch.cli._progress``); SIGINT and SIGTERM
+    abort it."""
 
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -907,49 +998,26 @@ async def _run_batch(
                 interrupted.append(signum)
                 abort.set()
 
-    async with ToolScheduler(default_registry(), config) as scheduler:
-        backend = _SchedulerBackend(
-            scheduler, default_budget=budget, status=_status_for(sys.stderr)
-        )
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch_signals)
-            try:
-                turn = await backend.run_batch(
-                    calls, budget=budget, abort=abort, observer=_SilentObserver()
-                )
-            except RecorderError as exc:
-                if not isinstance(exc.turn, Turn):
-                    raise
-                # The calls ran: their results are still shown, the failure reported after.
-                turn = exc.turn
-                failures.append(f"toolbatch run: --record failed: {exc}")
-            tg.cancel_scope.cancel()
-        names = [declaration.name for declaration in backend.declarations()]
-    used = turn.content_length
-    # Programs (json, stream-json and the sidecar) get the parts; people the rendering.
-    parts = dumps_json_line(batch_result(turn)["parts"])
-    shown = render_turn_text(turn, budget=budget) if args.output_format == "text" else None
-    stopped_by = ", ".join(dict.fromkeys(signal.Signals(signum).name for signum in interrupted))
-    with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
-        adapter.init(f"run-{uuid.uuid4()}", names)
-        for call in calls:
-            adapter.tool_use(call)
-        for call, response in zip(calls, turn.responses, strict=True):
-            adapter.tool_result(call, response)
-        adapter.result(
-            num_turns=1,
-            is_error=bool(interrupted),
-            error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
-            if interrupted
-            else None,
-            result=parts,
-            text=shown,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            budget_chars=budget,
-            budget_used_chars=used,
-        )
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    progress = RunProgress(
+        events=adapter if args.output_format == "stream-json" else None,
+        status=sys.stderr if _is_terminal(sys.stderr) else None,
+        verbose=sys.stderr if args.verbose else None,
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_signals)
+        tg.start_soon(progress.tick)
+        try:
+            turn = await scheduler.run_batch(calls, budget=budget, abort=abort, observer=progress)
+        except RecorderError as exc:
+            if not isinstance(exc.turn, Turn):
+                raise
+            # The calls ran: their results are still shown, the failure reported after.
+            turn = exc.turn
+            failures.append(f"toolbatch run: --record failed: {exc}")
+        finally:
+            progress.close()
+        tg.cancel_scope.cancel()
+    return turn
 
 
 def _plural(count: int, word: str) -> str:
@@ -1044,8 +1112,9 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
 
 
 def _command_acp(args: argparse.Namespace) -> int:
-    options = _acp_options(args)
     from toolbatch.acp import check_model_settings, serve_acp
+
+    options = _acp_options(args)
 
     check_model_settings(options.model)  # a missing variable fails before the editor connects
     anyio.run(serve_acp, options)
@@ -1072,6 +1141,11 @@ def _human_age(seconds: float) -> str:
 
 
 def _command_artifacts(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action == "show":
+        from toolbatch.cli._inspect import show_artifact, stdout_bytes
+
+        show_artifact(args.what, out, stdout_bytes() if out is sys.stdout else None)
+        return EXIT_OK
     where = sessions_dir(create=False)
     if args.action == "list":
         sessions = list_sessions()

@@ -146,7 +146,7 @@ class ToolbatchNode(ToolNode):
 
     async def __aenter__(self) -> Self:
         await self.scheduler.__aenter__()
-        for declaration in self.scheduler.declarations():  # the MCP servers' tools too
+        for declaration in await self.scheduler.wait_for_tools():  # the MCP servers' too
             if declaration.name not in self.tools_by_name:
                 self.tools_by_name[declaration.name] = self._stand_in(declaration)
         return self

@@ -72,6 +72,7 @@ class ToolbatchTools:
     async def __aenter__(self) -> Self:
         await self.scheduler.__aenter__()
         self._open = True
+        await self.scheduler.wait_for_tools()  # .tools lists the MCP servers' tools too
         return self
 
     async def __aexit__(

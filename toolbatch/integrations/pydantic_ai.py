@@ -94,6 +94,9 @@ class ToolbatchToolset(AbstractToolset[Any]):
     async def __aenter__(self) -> Self:
         if self._entered == 0:
             await self.scheduler.__aenter__()
+            self._entered += 1
+            await self.scheduler.wait_for_tools()  # the MCP servers' tools are offered too
+            return self
         self._entered += 1
         return self
 

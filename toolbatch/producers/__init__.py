@@ -2,7 +2,9 @@
 
 from toolbatch.producers._base import (
     DEFAULT_CALL_TIMEOUT_S,
+    UNWATCHED_OUTPUT,
     UNWATCHED_PROGRESS,
+    OutputCallback,
     Producer,
     ProducerContext,
     ProgressCallback,
@@ -23,9 +25,11 @@ from toolbatch.sandbox import (
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "GENERIC_PREVIEW_CHARS",
+    "UNWATCHED_OUTPUT",
     "UNWATCHED_PROGRESS",
     "FunctionTool",
     "LandlockProbe",
+    "OutputCallback",
     "ProcessPolicy",
     "Producer",
     "ProducerContext",

@@ -52,6 +52,18 @@ UNWATCHED_PROGRESS: Final[ProgressCallback] = _no_progress
 """``ProducerContext.progress`` when nobody listens: a producer may then skip progress
 reports altogether (the MCP producer asks its server for none)."""
 
+OutputCallback = Callable[[str], None]
+"""Receives the running call's output text as it is produced (display only)."""
+
+
+def _no_output(text: str) -> None:
+    del text
+
+
+UNWATCHED_OUTPUT: Final[OutputCallback] = _no_output
+"""``ProducerContext.output`` when nobody listens: a producer then skips decoding its
+output for display altogether (the shell forwards nothing)."""
+
 
 @dataclass(slots=True)
 class ProducerContext:
@@ -69,6 +81,9 @@ class ProducerContext:
         progress: report progress (a short message) while the call runs; never raises.
             It is ``UNWATCHED_PROGRESS`` when nobody listens: a producer may then skip
             making progress reports at all (the MCP producer asks its server for none).
+        output: the running call's output text as it comes (the shell's interleaved
+            stdout and stderr, decoded), for a live display; never raises. It is
+            ``UNWATCHED_OUTPUT`` when nobody listens: a producer then forwards nothing.
         deadline: when set, the runtime itself stops the call at this time (on the anyio
             clock, ``anyio.current_time()``) and answers it with a timeout error; a
             producer may then skip a timeout of its own that would end no sooner.
@@ -84,6 +99,7 @@ class ProducerContext:
     cancelled: anyio.Event = field(default_factory=anyio.Event)
     timeout_s: float | None = None
     progress: ProgressCallback = UNWATCHED_PROGRESS
+    output: OutputCallback = UNWATCHED_OUTPUT
     deadline: float | None = None
     process_policy: ProcessPolicy | None = None
     partial_result: ToolResult | None = None

@@ -311,12 +311,14 @@ async def pump(
     *,
     progress: Callable[[int], None],
     log: Any,
+    output: Callable[[bytes], None] | None = None,
 ) -> None:
     """Read the non-blocking pipe ``fd`` to EOF (or until ``window`` closes).
 
     Every chunk goes into ``capture``; once the output wants an artifact, all of it (from
     its first byte) also goes to ``sink``. ``progress`` gets the byte count about once a
-    second.
+    second; ``output``, when given, every chunk of text output as it is read (not those
+    of an output found to be binary).
     """
     storing = sink.store is not None
     read = os.read
@@ -338,6 +340,8 @@ async def pump(
             break
         before = capture.total
         capture.feed(chunk)
+        if output is not None and not capture.binary:
+            output(chunk)
         if sink.stream is not None:
             if await sink.write(chunk):
                 unyielded = 0

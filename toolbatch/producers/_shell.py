@@ -42,6 +42,7 @@ What the user gets (``ToolResult.display``)
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import math
@@ -62,7 +63,7 @@ from pydantic import JsonValue
 
 from toolbatch._core import Preview, ToolCall, ToolFailure, ToolResult, make_preview
 from toolbatch.errors import ConfigError
-from toolbatch.producers._base import ProducerContext, ToolDeclaration
+from toolbatch.producers._base import UNWATCHED_OUTPUT, ProducerContext, ToolDeclaration
 from toolbatch.producers._capture import (
     BINARY_SNIFF_BYTES,
     MAX_UTF8_BYTES_PER_CHAR,
@@ -143,6 +144,40 @@ class _Ending:
     stop: GroupStop | None = None
     pipe_held: bool = False
     background_stopped: bool = False
+
+
+class _OutputForwarder:
+    """Decodes the output as it is read and hands it to ``ProducerContext.output``.
+
+    Only made when someone listens (a live display): unwatched calls decode nothing. A
+    character split between two reads waits for its second half; invalid bytes become
+    U+FFFD, as they do in what the model receives.
+    """
+
+    __slots__ = ("_decoder", "_log", "_send")
+
+    def __init__(self, context: ProducerContext) -> None:
+        self._send = context.output
+        self._log = context.log
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    @classmethod
+    def of(cls, context: ProducerContext) -> _OutputForwarder | None:
+        return None if context.output is UNWATCHED_OUTPUT else cls(context)
+
+    def feed(self, chunk: bytes) -> None:
+        self._forward(self._decoder.decode(chunk))
+
+    def close(self) -> None:
+        self._forward(self._decoder.decode(b"", final=True))
+
+    def _forward(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self._send(text)
+        except Exception as exc:  # a broken display must not break the call
+            self._log.debug("shell.output_forward_failed", error=str(exc))
 
 
 async def _wait_leader(
@@ -546,6 +581,7 @@ class ShellProducer:
                 async with contextlib.AsyncExitStack() as stack:
                     window = ReadWindow()
                     pump_done = anyio.Event()
+                    watched = _OutputForwarder.of(context)
                     async with anyio.create_task_group() as tg:
                         sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack, tg)
                         tg.start_soon(self._supervise, process, ending, window, pump_done, stop)
@@ -557,10 +593,13 @@ class ShellProducer:
                                 window,
                                 progress=lambda total: self._progress(context, total),
                                 log=context.log,
+                                output=None if watched is None else watched.feed,
                             )
                         finally:
                             pump_done.set()
                             sink.close()
+                            if watched is not None:
+                                watched.close()
                     settled = True
                     kind = classify(capture, self._trigger)
                     saved = await save(kind, sink, context.store)

@@ -275,6 +275,8 @@ class SessionHost:
             if config.workspace_roots is None:
                 config = with_fields(config, workspace_roots=(workspace,))
             async with ToolScheduler(registry, config) as scheduler:
+                # The session opens with its tools listed: MCP servers started or failed.
+                await scheduler.wait_for_tools()
                 hosted.scheduler = scheduler
                 hosted.opened.set()
                 log.info("ray.session_opened", session_id=spec.session_id, pid=os.getpid())

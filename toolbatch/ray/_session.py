@@ -336,6 +336,10 @@ class SessionHandle:
         """Every tool the session offers (as of its last answer: MCP lists follow)."""
         return list(self._declarations)
 
+    async def wait_for_tools(self) -> list[ToolDeclaration]:
+        """``declarations()``: the host lists every MCP server's tools before it opens."""
+        return self.declarations()
+
     def producer(self, name: str) -> RemoteTool | None:
         """The tool that answers ``name`` in this session (its declaration)."""
         for declaration in self._declarations:

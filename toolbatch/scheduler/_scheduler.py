@@ -67,7 +67,9 @@ from toolbatch.hooks import (
 )
 from toolbatch.permissions import PermissionMode, Permissions
 from toolbatch.producers import (
+    UNWATCHED_OUTPUT,
     UNWATCHED_PROGRESS,
+    OutputCallback,
     ProcessPolicy,
     Producer,
     ProducerContext,
@@ -505,11 +507,12 @@ def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
 class _Reporter:
     """Reports each call of a batch to the observer exactly once: started, then finished."""
 
-    __slots__ = ("_finished", "_progress", "_started", "telemetry")
+    __slots__ = ("_finished", "_output", "_progress", "_started", "telemetry")
 
     def __init__(self, observer: BatchObserver | None) -> None:
         self._started = getattr(observer, "call_started", None)
         self._progress = getattr(observer, "call_progress", None)
+        self._output = getattr(observer, "call_output", None)
         self._finished = getattr(observer, "call_finished", None)
         self.telemetry = current_turn()  # None unless spans or metrics are recorded
 
@@ -527,6 +530,17 @@ class _Reporter:
     def progress(self, call: ToolCall, message: str) -> None:
         _safe_notify(self._progress, call, message)
 
+    def output_callback(self, call: ToolCall) -> OutputCallback:
+        """What the producer hands its output text to (nothing listens: it decodes none)."""
+        send = self._output
+        if send is None:
+            return UNWATCHED_OUTPUT
+
+        def output(text: str) -> None:
+            _safe_notify(send, call, text)
+
+        return output
+
     def finished(self, plan: _Plan) -> None:
         self.started(plan)
         if self.telemetry is not None:
@@ -538,8 +552,9 @@ class _Reporter:
 class ToolScheduler:
     """Runs batches of tool calls. Use it as an async context manager.
 
-    ``async with ToolScheduler(registry, config) as scheduler:`` starts the MCP servers of
-    the configuration and makes the artifact store; ``await scheduler.run_batch(calls)``
+    ``async with ToolScheduler(registry, config) as scheduler:`` makes the artifact store
+    and starts the MCP servers of the configuration in the background (``await
+    scheduler.wait_for_tools()`` for the full tool list); ``await scheduler.run_batch(calls)``
     returns a ``Turn`` per batch; leaving the block stops the servers.
     """
 
@@ -628,11 +643,15 @@ class ToolScheduler:
             await stack.__aexit__(exc_type, exc, tb)
 
     async def _open_mcp(self, stack: contextlib.AsyncExitStack, mcp_config: Any) -> None:
-        """Start the MCP servers. Their tools are looked up live (``_lookup``): the lists
-        change on ``tools/list_changed`` and restarts, and failed servers' names answer why."""
+        """Start the MCP servers, in the background. Their tools are looked up live
+        (``_lookup``): a server's tools join when it is ready, the lists change on
+        ``tools/list_changed`` and restarts, a call to a server still starting waits for
+        that server only, and failed servers' names answer why."""
         from toolbatch.producers.mcp import McpServers
 
-        servers = McpServers(mcp_config, start_timeout_s=self.config.mcp_startup_timeout)
+        servers = McpServers(
+            mcp_config, start_timeout_s=self.config.mcp_startup_timeout, wait_for_start=False
+        )
         self._mcp = await stack.enter_async_context(servers)
         for producer in servers.producers():
             if producer.declaration.name in self._producers:
@@ -679,8 +698,19 @@ class ToolScheduler:
         """The running MCP servers (``None`` when none are configured)."""
         return self._mcp
 
+    async def wait_for_tools(self) -> list[ToolDeclaration]:
+        """Wait until every MCP server has started or failed (each within its start-up
+        timeout), then return ``declarations()``: what a model's tool list needs. The
+        servers start in the background when the scheduler opens, so calls to the shell,
+        custom tools and ready servers never wait for a slow one."""
+        self._check_open()
+        if self._mcp is not None:
+            await self._mcp.wait_started()
+        return self.declarations()
+
     def declarations(self) -> list[ToolDeclaration]:
-        """Every tool this scheduler can run now (registry and MCP), for the model."""
+        """Every tool this scheduler can run now (registry and MCP), for the model; an
+        MCP server still starting adds its tools once ready (``wait_for_tools``)."""
         if self._stack is None:
             return self.registry.declarations()
         return [producer.declaration for producer in self._available().values()]
@@ -1128,6 +1158,7 @@ class ToolScheduler:
             cancelled=batch.new_event(),
             timeout_s=route.timeout_s,
             progress=progress,
+            output=reporter.output_callback(call),
             deadline=deadline,
             process_policy=self._policy,
         )

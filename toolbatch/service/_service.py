@@ -185,8 +185,8 @@ class BatchBackend(Protocol):
         """The budget of a batch that gives none (``None``: no budget)."""
         ...
 
-    def declarations(self) -> Sequence[ToolDeclaration]:
-        """Every tool a batch may call."""
+    async def wait_for_tools(self) -> Sequence[ToolDeclaration]:
+        """Every tool a batch may call, once the MCP servers have started or failed."""
         ...
 
     async def run_batch(
@@ -668,10 +668,9 @@ class _Service:
         if method == "initialize":
             self._answer(request_id, self._initialize())
         elif method == "tools/list":
-            tools: list[JsonValue] = [
-                declaration.model_dump(mode="json") for declaration in self._backend.declarations()
-            ]
-            self._answer(request_id, {"tools": tools})
+            # MCP servers start in the background: the list waits for them, batches do not.
+            assert self._batches is not None
+            self._batches.start_soon(self._list_tools, request_id)
         elif method == "batch/run":
             self._start_batch(request_id, params)
         elif method == "batch/cancel":
@@ -718,6 +717,11 @@ class _Service:
         abort.set()
         log.info("service.cancel", request_id=target)
         return True
+
+    async def _list_tools(self, request_id: object) -> None:
+        declarations = await self._backend.wait_for_tools()
+        tools: list[JsonValue] = [d.model_dump(mode="json") for d in declarations]
+        self._answer(request_id, {"tools": tools})
 
     def _start_batch(self, request_id: object, params: object) -> None:
         if not isinstance(params, dict):
