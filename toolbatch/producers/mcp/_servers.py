@@ -211,7 +211,11 @@ class UnavailableToolProducer:
         self._servers = servers
         self._server = server
         self._reason = reason
-        self._declaration = ToolDeclaration(name=name, description=reason)
+        # A server still starting: its whole-server trust already applies (the permission
+        # gate sees this declaration before the call waits for the server).
+        connection = servers._connections.get(server)
+        trusted = connection is not None and connection.config.trust
+        self._declaration = ToolDeclaration(name=name, description=reason, trusted=trusted)
 
     @property
     def declaration(self) -> ToolDeclaration:
