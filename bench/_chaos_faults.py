@@ -162,11 +162,11 @@ class ChaosStore(ArtifactStore):
         self.owners.setdefault(path, (call_id, tool_name))
         return path
 
-    def _put(self, directory: Path, job: Any) -> Path | None:
+    async def _put(self, directory: Path, job: Any) -> Path | None:
         key = f"{job.call_id}\0{job.tool_name}\0{job.suffix}"
         if directory == self._root and self.deny(key):
-            return super()._put(DENIED_DIR, job)
-        return super()._put(directory, job)
+            return await super()._put(DENIED_DIR, job)
+        return await super()._put(directory, job)
 
 
 class _ChaosStream(ArtifactStream):
