@@ -552,7 +552,9 @@ class _Campaign:
                 except RecorderError as exc:
                     if swapped is not None:
                         refused = True
-                        turn = self.check_swapped_transcript(plan, exc, *swapped)
+                        turn = await self.check_swapped_transcript(
+                            plan, exc, recorder, transcript, *swapped
+                        )
                     else:
                         turn = await self.check_failed_append(
                             plan, exc, recorder, transcript, transcript_before
@@ -572,6 +574,7 @@ class _Campaign:
         if swapped is not None and turn is not None and not refused:
             swap_problem = ["a swapped transcript was recorded to"]
             report.count("recorder", index, swap_problem, per_batch=False)
+        recorder.close()  # a recorder holds its transcript open until closed
         store.disk_back.set()
         await self.settle_store(store, [primary, fallback])
         await self.check_processes(index)
@@ -646,20 +649,37 @@ class _Campaign:
         report.count("recorder", index, problems, per_batch=False)
         return turn
 
-    def check_swapped_transcript(
-        self, plan: BatchPlan, exc: RecorderError, victim: Path, kept: Path
+    async def check_swapped_transcript(
+        self,
+        plan: BatchPlan,
+        exc: RecorderError,
+        recorder: JsonlRecorder,
+        transcript: Path,
+        victim: Path,
+        kept: Path,
     ) -> Turn | None:
-        """A transcript swapped for a symlink: the record failed, nothing written anywhere."""
+        """A transcript swapped for a symlink: the record failed and nothing was written
+        anywhere; once the real transcript is back, the same recorder records the turn."""
         problems: list[str] = []
-        if victim.read_bytes() != VICTIM_BYTES:
+        turn = exc.turn if isinstance(exc.turn, Turn) else None
+        if await anyio.Path(victim).read_bytes() != VICTIM_BYTES:
             problems.append("the turn was appended through the transcript's symlink")
         if [entry.type for entry in load_session(kept)] != ["message"]:
             problems.append("the kept transcript changed")
         if "replaced" not in str(exc):
             problems.append(f"the error does not name the swap: {exc}")
+        await anyio.Path(transcript).unlink()
+        await anyio.Path(kept).rename(transcript)
+        if turn is None:
+            problems.append("RecorderError without the turn it did not record")
+        else:
+            try:
+                await recorder.record_turn(turn)
+            except RecorderError as again:
+                problems.append(f"the restored transcript refused the turn: {again}")
         self.report.count("recorder", plan.index, problems, per_batch=False)
         self.report.totals["transcripts swapped for a symlink, nothing followed"] += 1
-        return exc.turn if isinstance(exc.turn, Turn) else None
+        return turn
 
     async def settle_store(self, store: ChaosStore, directories: list[Path]) -> None:
         """Wait (bounded) for writes a deadline abandoned to be cleaned up by their threads:
