@@ -914,11 +914,14 @@ class _StreamFile:
 
 def _pieces(chunks: list[bytes]) -> list[bytes]:
     """``chunks`` as writes of at least ``PARALLEL_HASH_BYTES`` each (small runs joined,
-    large chunks as they are): no executor hop for less than a mebibyte."""
+    large chunks as they are): no executor hop for less than a mebibyte. ``chunks`` is
+    emptied as it goes, so a joined run and its parts are not held at once."""
     pieces: list[bytes] = []
     run: list[bytes] = []
     size = 0
-    for chunk in chunks:
+    chunks.reverse()
+    while chunks:
+        chunk = chunks.pop()
         if not chunk:
             continue
         run.append(chunk)
@@ -989,7 +992,7 @@ class ArtifactStream:
     async def _flush(self, *, force: bool = False) -> None:
         if self.error is not None or not (self._buffer or force):
             return
-        chunks = self._buffer
+        chunks = _pieces(self._buffer)  # the buffer is emptied as it is joined
         self._buffer = []
         size = self._buffered
         self._buffered = 0
@@ -1057,7 +1060,7 @@ class ArtifactStream:
         file = self._file
         assert file is not None
         try:
-            for piece in _pieces(chunks):
+            for piece in chunks:
                 view = memoryview(piece)
                 while view:
                     view = view[await file.aio.write(view) :]
