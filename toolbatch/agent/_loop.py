@@ -28,10 +28,10 @@ import structlog
 
 from toolbatch._core import FunctionResponsePart, Part, TextPart, ToolCall, ToolCallResponse, Turn
 from toolbatch.agent._messages import Message, Model, ModelReply
-from toolbatch.errors import ConfigError
+from toolbatch.errors import ConfigError, RecorderError
 from toolbatch.finalize import Budget, enforce_send_budget
 from toolbatch.producers import ToolDeclaration
-from toolbatch.recorder import Recorder, load_session
+from toolbatch.recorder import Recorder, load_session, response_kind
 from toolbatch.scheduler import (
     ApprovalCallback,
     BatchObserver,
@@ -323,6 +323,8 @@ class AgentLoop:
         # (the history passed in, or appended to ``history`` directly) is guarded once,
         # before it is first sent. Messages before this index are known to be sendable.
         self._sendable_upto = 0
+        self._unrecorded: Turn | None = None
+        """A tool turn in the history whose record failed: recorded before the next send."""
 
     async def complete_turn(self, pending: PendingTurn) -> Turn:
         """Complete one tool turn of this session, recorded in this loop's transcript."""
@@ -353,6 +355,16 @@ class AgentLoop:
                 tool_calls=message.tool_calls,
             )
         self._append(message)
+
+    async def _record_unrecorded(self) -> None:
+        """Record the tool turn whose record failed, before the conversation goes on."""
+        turn = self._unrecorded
+        if turn is None:
+            return
+        if self.recorder is not None:
+            kinds = [response_kind(response) for response in turn.responses]
+            await self.recorder.record_turn(turn, kinds=kinds)
+        self._unrecorded = None
 
     def _append(self, message: Message) -> None:
         """Add a message the loop made (its own turn: already guarded by its completion)."""
@@ -386,8 +398,15 @@ class AgentLoop:
         abort: anyio.Event | None = None,
         observer: BatchObserver | None = None,
     ) -> AgentOutcome:
-        """Run one user prompt to the end (``None`` continues a resumed session)."""
+        """Run one user prompt to the end (``None`` continues a resumed session).
+
+        Raises:
+            RecorderError: a turn could not be recorded. Its calls stay answered in
+                ``history`` (the completed turn), and that turn is recorded first thing
+                on the next prompt, before anything is sent to the model.
+        """
         outcome = AgentOutcome()
+        await self._record_unrecorded()
         if text is not None:
             await self._remember(Message(role="user", parts=[TextPart(text=text)]))
         for _ in range(self.max_turns):
@@ -403,9 +422,18 @@ class AgentLoop:
             await self._remember(Message(role="model", parts=parts, tool_calls=reply.tool_calls))
             if not reply.tool_calls:
                 return outcome
-            turn, send = await self.runtime.run_tool_turn(
-                self, reply, abort=abort, observer=observer
-            )
+            try:
+                turn, send = await self.runtime.run_tool_turn(
+                    self, reply, abort=abort, observer=observer
+                )
+            except RecorderError as exc:
+                if isinstance(exc.turn, Turn):
+                    # The calls ran and were answered: the history keeps their answers, so
+                    # the model's calls never stand unanswered; the turn is recorded before
+                    # anything else is sent (write-ahead), or the next prompt raises again.
+                    self._append(Message(role="tool", parts=exc.turn.parts))
+                    self._unrecorded = exc.turn
+                raise
             outcome.turns.append(turn)
             self._append(Message(role="tool", parts=turn.parts))
             if not send or (abort is not None and abort.is_set()):

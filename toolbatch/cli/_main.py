@@ -95,6 +95,7 @@ from toolbatch._core import (
     ToolCallResponse,
     ToolDeclaration,
     Turn,
+    UserFile,
 )
 from toolbatch.acp import MODEL_CHOICES
 from toolbatch.artifacts import (
@@ -772,10 +773,12 @@ def _read_batch(source: str) -> BatchRunParams:
 class _RecordingRaw(io.RawIOBase):
     """A descriptor that never raises on write: the first error is kept, the bytes dropped."""
 
-    def __init__(self, fd: int, *, close_fd: bool) -> None:
+    def __init__(self, fd: int, *, close_fd: bool, file: UserFile | None = None) -> None:
         super().__init__()
         self._fd = fd
         self._close_fd = close_fd
+        self._file = file
+        """A file of the user's: checked to still be the one opened before each write."""
         self.failure: OSError | None = None
 
     def writable(self) -> bool:
@@ -788,6 +791,8 @@ class _RecordingRaw(io.RawIOBase):
         size = len(memoryview(data))
         if self.failure is None:
             try:
+                if self._file is not None:
+                    self._file.check()
                 view = memoryview(data)
                 while view:
                     view = view[os.write(self._fd, view) :]
@@ -796,7 +801,9 @@ class _RecordingRaw(io.RawIOBase):
         return size
 
     def close(self) -> None:
-        if not self.closed and self._close_fd:
+        if not self.closed and self._file is not None:
+            self._file.close()
+        elif not self.closed and self._close_fd:
             try:
                 os.close(self._fd)
             except OSError as exc:
@@ -813,9 +820,9 @@ class _Output:
     the fix.
     """
 
-    def __init__(self, fd: int, name: str, *, close_fd: bool) -> None:
+    def __init__(self, fd: int, name: str, *, close_fd: bool, file: UserFile | None = None) -> None:
         self.name = name
-        self._raw = _RecordingRaw(fd, close_fd=close_fd)
+        self._raw = _RecordingRaw(fd, close_fd=close_fd, file=file)
         self.text = io.TextIOWrapper(
             io.BufferedWriter(self._raw),
             encoding="utf-8",
@@ -838,14 +845,15 @@ def _open_dual_output(path: str | None) -> _Output | None:
     if path is None:
         return None
     try:
-        # 0600: the sidecar holds tool output, which may hold secrets.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        # 0600, opened once and never through a symlink (the temp dir is shared): the
+        # sidecar holds tool output, which may hold secrets.
+        file = UserFile.open(path, append=False, truncate=True)
     except OSError as exc:
         raise _UsageError(
             f"cannot write the dual output file {path!r}: {exc.strerror or exc}; pass a "
             f"path in a writable directory"
         ) from None
-    return _Output(fd, f"the dual output file {path!r}", close_fd=True)
+    return _Output(file.fd, f"the dual output file {path!r}", close_fd=True, file=file)
 
 
 def _stdout_output() -> _Output | None:

@@ -39,8 +39,7 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolbatch._core import Excerpt, make_preview, unsaved_note
-from toolbatch.artifacts import ArtifactStore, ArtifactStream
-from toolbatch.errors import ArtifactWriteError
+from toolbatch.artifacts import ArtifactStore, ArtifactStream, commit_within
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
@@ -393,10 +392,11 @@ async def save(kind: Kind, sink: ArtifactSink, store: ArtifactStore | None) -> S
         return Saved(problem="no artifact store is configured")
     if stream is None:
         return Saved(problem="the output stream was not opened")
-    try:
-        path = await stream.commit()
-    except ArtifactWriteError as exc:
-        return Saved(problem=f"saving it failed: {exc}")
+    # Bounded by the caller's scopes (the shell's stop budget after an abort): past that
+    # the preview says the output was not saved, instead of the output being lost.
+    path = await commit_within(stream)
+    if not isinstance(path, Path):
+        return Saved(problem=f"saving it failed: {path}")
     return Saved(path=path, kept_bytes=stream.bytes_kept, cap=stream.dropped_by)
 
 

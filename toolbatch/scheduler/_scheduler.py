@@ -1182,7 +1182,11 @@ class ToolScheduler:
             )
         if route.output_threshold is not None:
             result = await apply_output_threshold(
-                result, call=call, store=self._store, threshold=route.output_threshold
+                result,
+                call=call,
+                store=self._store,
+                threshold=route.output_threshold,
+                deadline=deadline,  # a finished call keeps its output: the persist gives up first
             )
         response = ToolCallResponse.from_result(call, result)
         # Step: PostToolUse / PostToolUseFailure hooks; what they say rides on the response.

@@ -163,6 +163,10 @@ class McpToolProducer:
             timeout_s = min(timeout_s, context.timeout_s)
         # Nobody listens to the default callback: skip the SDK's progress plumbing then.
         progress = None if context.progress is UNWATCHED_PROGRESS else context.progress
+        # The call's time covers saving its result: the persist ends by then.
+        persist_by = anyio.current_time() + timeout_s
+        if context.deadline is not None:
+            persist_by = min(persist_by, context.deadline)
         connection = self._connection
         url = connection.config.url if isinstance(connection.config, HttpServerConfig) else None
         traced = trace_mcp_call(
@@ -195,6 +199,7 @@ class McpToolProducer:
             store=context.store,
             trigger_chars=self._trigger_chars,
             preview_chars=self._preview_chars,
+            persist_deadline=persist_by,
             log=context.log,
         )
 
