@@ -64,7 +64,7 @@ class JsonTooDeep(ValueError):
         self.limit = limit
 
 
-def json_too_deep(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> bool:
+def json_too_deep(data: bytes | bytearray | str, max_depth: int = MAX_JSON_DEPTH) -> bool:
     """Whether ``data`` nests arrays and objects deeper than ``max_depth``, closed or not."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if raw.count(b"[") + raw.count(b"{") <= max_depth:
@@ -117,7 +117,7 @@ def _nesting(max_depth: int) -> re.Pattern[bytes]:
     return re.compile(pattern)
 
 
-def check_json_depth(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> None:
+def check_json_depth(data: bytes | bytearray | str, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Raise ``JsonTooDeep`` when ``data`` nests deeper than ``max_depth``."""
     if json_too_deep(data, max_depth):
         raise JsonTooDeep(max_depth)

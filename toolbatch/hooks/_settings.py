@@ -35,6 +35,7 @@ from typing import Any, Final, get_args
 
 import structlog
 
+from toolbatch._core import JsonTooDeep, check_json_depth
 from toolbatch.errors import ConfigError
 from toolbatch.hooks._command import CommandHook
 from toolbatch.hooks._tool_hooks import HOOK_EVENTS, EventHook
@@ -177,7 +178,10 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
     if isinstance(text_source, str) and text_source.lstrip().startswith("{"):
         # Claude Code's --settings also takes the JSON itself.
         try:
+            check_json_depth(text_source)
             document = json.loads(text_source)
+        except JsonTooDeep as exc:
+            raise ConfigError(f"settings[{index}] (inline JSON) is refused: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"settings[{index}] looks like inline JSON but is not valid: {exc.msg} at "
@@ -196,7 +200,10 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
                 f"existing JSON file such as .claude/settings.json"
             ) from None
         try:
+            check_json_depth(text)
             document = json.loads(text)
+        except JsonTooDeep as exc:
+            raise ConfigError(f"the settings file {name!r} is refused: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"the settings file {name!r} is not valid JSON: {exc.msg} at line "

@@ -45,6 +45,7 @@ from typing import Annotated, Any, Final, Literal, TypeAlias
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolbatch._core import JsonTooDeep, check_json_depth
 from toolbatch.errors import McpConfigError
 
 __all__ = [
@@ -286,7 +287,10 @@ def _read_document(path: Path) -> Any:
             f"pass an existing JSON file or the document itself"
         ) from exc
     try:
+        check_json_depth(text)
         return json.loads(text)
+    except JsonTooDeep as exc:
+        raise McpConfigError(f"the MCP config file {str(path)!r} is refused: {exc}") from None
     except json.JSONDecodeError as exc:
         raise McpConfigError(
             f"the MCP config file {str(path)!r} is not valid JSON: {exc.msg} at line "
