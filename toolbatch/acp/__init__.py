@@ -9,6 +9,7 @@ scheduler; the pure display projection it applies to every update stays in
 from toolbatch.acp._agent import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
+    DEFAULT_MAX_SESSIONS,
     MODEL_CHOICES,
     REJECT_ONCE,
     AcpAgent,
@@ -22,6 +23,7 @@ from toolbatch.acp._stdio import AcpStdioTransport
 __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
+    "DEFAULT_MAX_SESSIONS",
     "MODEL_CHOICES",
     "REJECT_ONCE",
     "AcpAgent",

@@ -84,7 +84,13 @@ from toolbatch._core import (
     ToolDeclaration,
     Turn,
 )
-from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve_acp
+from toolbatch.acp import (
+    DEFAULT_MAX_SESSIONS,
+    MODEL_CHOICES,
+    AcpOptions,
+    check_model_settings,
+    serve_acp,
+)
 from toolbatch.artifacts import (
     SESSION_MAX_AGE_S,
     list_sessions,
@@ -395,6 +401,14 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="record each session to DIR/<session id>.jsonl and offer session/load",
+    )
+    acp.add_argument(
+        "--max-sessions",
+        type=_positive_int,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"sessions held open at once (default {DEFAULT_MAX_SESSIONS}); a new one past N "
+        "releases the least recently used idle session, or is refused when all are busy",
     )
     acp.add_argument(
         "--trace-model",
@@ -1036,6 +1050,7 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
         model=args.model,
         transcript_dir=args.transcript_dir,
         trace_model=args.trace_model,
+        max_sessions=args.max_sessions,
     )
 
 
