@@ -108,7 +108,7 @@ VIOLATIONS: Final = {
     "hung": "batches hung past the watchdog",
     "recorder": "failed transcript appends that changed the file or lost a turn",
     "hijacked": "writes into a hijacked fallback directory",
-    "boundaries": "boundary faults not survived (deep JSON, HTTP flood, stalled reader, kill -9)",
+    "boundaries": "boundary faults not survived (JSON, floods, readers, kill -9)",
 }
 """Every violation counter and what it counts; the campaign fails if any is above zero."""
 

@@ -59,6 +59,31 @@ def test_hostile_batches_are_usage_errors(tmp_path: Path, source: str, fragment:
     assert fragment in _one_line(done.stderr)
 
 
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [
+        pytest.param(None, "the batch in", id="batch"),
+        pytest.param("--settings", "the settings file", id="settings-file"),
+        pytest.param("--mcp-config", "the MCP config file", id="mcp-config"),
+    ],
+)
+def test_unclosed_brackets_are_a_usage_error_on_every_input(
+    tmp_path: Path, option: str | None, fragment: str
+) -> None:
+    """Issue 29, item 5: 5 KB of "[" used to crash ``run`` with a RecursionError."""
+    unclosed = tmp_path / "unclosed.json"
+    unclosed.write_text("[" * 5_000)
+    if option is None:
+        done = run_toolbatch("run", str(unclosed), cwd=tmp_path)
+    else:
+        done = run_toolbatch("run", str(_batch(tmp_path)), option, str(unclosed), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == b""
+    line = _one_line(done.stderr)
+    assert fragment in line
+    assert "deeper than 128 levels" in line
+
+
 def _full(small_fs: Path) -> Path:
     """A file on a filesystem with no room left: its writes fail with ENOSPC."""
     target = small_fs / "out.jsonl"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from toolbatch.acp._choices import MODEL_CHOICES, ModelChoice
+from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS, MODEL_CHOICES, ModelChoice
 
 if TYPE_CHECKING:
     from toolbatch.acp._agent import (
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
+    "DEFAULT_MAX_SESSIONS",
     "MODEL_CHOICES",
     "REJECT_ONCE",
     "AcpAgent",

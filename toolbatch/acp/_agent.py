@@ -36,6 +36,7 @@ import math
 import os
 import re
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -64,7 +65,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import toolbatch
 from toolbatch._core import ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
-from toolbatch.acp._choices import MODEL_CHOICES, ModelChoice
+from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS, MODEL_CHOICES, ModelChoice
 from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,
@@ -93,7 +94,7 @@ from toolbatch.agent import (
     ScriptedModel,
     history_from_transcript,
 )
-from toolbatch.errors import ToolbatchError
+from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.permissions import SHELL_TOOL, PermissionRule, Permissions
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
@@ -170,6 +171,10 @@ class AcpOptions:
             ``session/load`` is offered only when it is set.
         trace_model: a file to which every message the model receives is appended as a
             JSON line (``{"session_id", "role", "parts"}``), to see exactly what it saw.
+        max_sessions: sessions held open at once. A ``session/new`` or ``session/load``
+            past it releases the least recently used session with no prompt running (a
+            later prompt to it is "unknown session"), or is refused with an error when
+            every session is running a prompt.
     """
 
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -178,6 +183,7 @@ class AcpOptions:
     model: ModelChoice = "scripted"
     transcript_dir: Path | None = None
     trace_model: Path | None = None
+    max_sessions: int = DEFAULT_MAX_SESSIONS
 
 
 # -- one session ------------------------------------------------------------------------
@@ -232,6 +238,7 @@ class _Session:
     messages: MessageSeparator = field(default_factory=MessageSeparator)
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The MCP servers the editor asked this session to use (``mcpServers`` entries)."""
+    last_used: float = field(default_factory=time.monotonic)
 
     def emit(self, update: SessionUpdate | _Start) -> None:
         """Queue ``update`` for the client, after everything queued before it."""
@@ -506,6 +513,7 @@ class AcpAgent:
         artifacts_dir: each session keeps complete output in ``<dir>/<session id>``.
         transcript_dir: where transcripts go; enables ``session/load``.
         trace_model: see ``AcpOptions.trace_model``.
+        max_sessions: see ``AcpOptions.max_sessions``.
     """
 
     def __init__(
@@ -519,7 +527,11 @@ class AcpAgent:
         artifacts_dir: Path | None = None,
         transcript_dir: Path | None = None,
         trace_model: Path | None = None,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
+        if max_sessions < 1:
+            raise ConfigError(f"max_sessions must be at least 1, got {max_sessions!r}")
+        self._max_sessions = max_sessions
         self._hosts = hosts
         if auto_approve and config.permission_mode is None:
             # Ask rules (and hooks' asks) still reach the editor: only routine asks go.
@@ -621,6 +633,7 @@ class AcpAgent:
         assert loop is not None
         abort = anyio.Event()
         session.abort = abort
+        session.last_used = time.monotonic()
         session.messages.new_prompt()
         stop: StopReason = "end_turn"
         failure: ToolbatchError | None = None
@@ -639,6 +652,7 @@ class AcpAgent:
                     failure = exc
         finally:
             session.abort = None
+            session.last_used = time.monotonic()
         if failure is not None:
             log.warning("acp.prompt_failed", session=session_id, error=str(failure))
             raise RequestError(
@@ -695,7 +709,26 @@ class AcpAgent:
             )
         return path
 
+    def _make_room(self, replacing: str | None = None) -> None:
+        """Below ``max_sessions`` open, releasing the least recently used idle session."""
+        others = [s for s in self._sessions.values() if s.id != replacing]
+        if len(others) < self._max_sessions:
+            return
+        idle = [s for s in others if s.abort is None]
+        if not idle:
+            raise RequestError(
+                INVALID_REQUEST,
+                f"{len(others)} sessions are open and every one is running a prompt, the most "
+                f"this agent holds (--max-sessions {self._max_sessions}); wait for a prompt to "
+                f"end or cancel one, or start toolbatch acp with a higher --max-sessions",
+            )
+        oldest = min(idle, key=lambda s: s.last_used)
+        del self._sessions[oldest.id]
+        oldest.closed.set()
+        log.info("acp.session_released", session=oldest.id, limit=self._max_sessions)
+
     async def _open(self, session: _Session, *, history: list[Message]) -> None:
+        self._make_room(replacing=session.id)
         try:
             await self._hosts.start(self._host, session, history)
         except ToolbatchError as exc:
@@ -870,6 +903,7 @@ async def serve_acp(
                 artifacts_dir=options.artifacts_dir,
                 transcript_dir=options.transcript_dir,
                 trace_model=options.trace_model,
+                max_sessions=options.max_sessions,
             )
             log.info("acp.serving", model=options.model, auto_approve=options.auto_approve)
             try:

@@ -16,12 +16,13 @@ into one message, so every reply after the first starts with a blank line
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from acp import (
     audio_block,
@@ -53,7 +54,12 @@ from toolbatch._core import InlineDataPart, ToolCall, ToolCallResponse
 from toolbatch.agent import text_of
 from toolbatch.permissions import analyze_command
 from toolbatch.recorder import RecordedTurn
-from toolbatch.transports import display_text
+from toolbatch.transports import (
+    ACP_MARKER,
+    ACP_TOOL_RESULT_JSON_BYTES,
+    display_text,
+    project_json_string,
+)
 
 __all__ = [
     "MESSAGE_SEPARATOR",
@@ -161,6 +167,34 @@ def tool_title(call: ToolCall) -> str:
     return first_line
 
 
+def bounded_input(args: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments as ``rawInput``: within ``ACP_TOOL_RESULT_JSON_BYTES`` of JSON.
+
+    A 3 MB command once made a 3 MB ``tool_call`` update and a 3 MB permission request.
+    Arguments over the bound show their long strings head and tail around ``ACP_MARKER``,
+    each to an equal share; if that is not enough (many small values), the whole JSON is
+    projected into one string under ``"truncated"``. The title already shows the command cut
+    to one line; the call itself runs with its full arguments.
+    """
+    rendered = json.dumps(args, ensure_ascii=False, default=repr)
+    if len(rendered) * 4 <= ACP_TOOL_RESULT_JSON_BYTES or (
+        len(rendered.encode("utf-8", "surrogatepass")) <= ACP_TOOL_RESULT_JSON_BYTES
+    ):
+        return args
+    share = ACP_TOOL_RESULT_JSON_BYTES // (2 * max(len(args), 1))
+    bounded = {
+        key: project_json_string(value, max_bytes=share, marker=ACP_MARKER)
+        if isinstance(value, str)
+        else value
+        for key, value in args.items()
+    }
+    again = json.dumps(bounded, ensure_ascii=False, default=repr)
+    if len(again.encode("utf-8", "surrogatepass")) <= ACP_TOOL_RESULT_JSON_BYTES:
+        return bounded
+    half = ACP_TOOL_RESULT_JSON_BYTES // 2
+    return {"truncated": project_json_string(rendered, max_bytes=half, marker=ACP_MARKER)}
+
+
 def start_update(tool_call_id: str, call: ToolCall) -> ToolCallStart:
     """``tool_call``: the model asked for ``call``; it waits to run (or to be allowed)."""
     return start_tool_call(
@@ -168,7 +202,7 @@ def start_update(tool_call_id: str, call: ToolCall) -> ToolCallStart:
         tool_title(call),
         kind=tool_kind(call.name),
         status="pending",
-        raw_input=dict(call.args),
+        raw_input=bounded_input(dict(call.args)),
     )
 
 
@@ -183,7 +217,7 @@ def permission_tool_call(
         title=tool_title(call),
         kind=tool_kind(call.name),
         status="pending",
-        raw_input=dict(call.args),
+        raw_input=bounded_input(dict(call.args)),
         content=content,
     )
 

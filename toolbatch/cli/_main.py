@@ -97,7 +97,7 @@ from toolbatch._core import (
     Turn,
     UserFile,
 )
-from toolbatch.acp import MODEL_CHOICES
+from toolbatch.acp import DEFAULT_MAX_SESSIONS, MODEL_CHOICES
 from toolbatch.artifacts import (
     SESSION_MAX_AGE_S,
     list_sessions,
@@ -424,6 +424,14 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="record each session to DIR/<session id>.jsonl and offer session/load",
+    )
+    acp.add_argument(
+        "--max-sessions",
+        type=_positive_int,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"sessions held open at once (default {DEFAULT_MAX_SESSIONS}); a new one past N "
+        "releases the least recently used idle session, or is refused when all are busy",
     )
     acp.add_argument(
         "--trace-model",
@@ -1116,6 +1124,7 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
         model=args.model,
         transcript_dir=args.transcript_dir,
         trace_model=args.trace_model,
+        max_sessions=args.max_sessions,
     )
 
 

@@ -36,6 +36,7 @@ from typing import Any, Final, get_args
 
 import structlog
 
+from toolbatch._core import JsonTooDeep, check_json_depth
 from toolbatch.errors import ConfigError
 from toolbatch.hooks._claude_names import CLAUDE_CODE_ONLY_TOOLS, unreachable_matcher_names
 from toolbatch.hooks._command import CommandHook
@@ -212,7 +213,10 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
     if isinstance(text_source, str) and text_source.lstrip().startswith("{"):
         # Claude Code's --settings also takes the JSON itself.
         try:
+            check_json_depth(text_source)
             document = json.loads(text_source)
+        except JsonTooDeep as exc:
+            raise ConfigError(f"settings[{index}] (inline JSON) is refused: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"settings[{index}] looks like inline JSON but is not valid: {exc.msg} at "
@@ -231,7 +235,10 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
                 f"existing JSON file such as .claude/settings.json"
             ) from None
         try:
+            check_json_depth(text)
             document = json.loads(text)
+        except JsonTooDeep as exc:
+            raise ConfigError(f"the settings file {name!r} is refused: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"the settings file {name!r} is not valid JSON: {exc.msg} at line "

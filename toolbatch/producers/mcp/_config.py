@@ -46,6 +46,7 @@ from typing import Annotated, Any, Final, Literal, TypeAlias
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolbatch._core import JsonTooDeep, check_json_depth
 from toolbatch.errors import McpConfigError
 
 __all__ = [
@@ -307,7 +308,10 @@ def _read_document(path: Path) -> Any:
     if path.suffix == ".toml":
         return _parse_toml(path, text)
     try:
+        check_json_depth(text)
         return json.loads(text)
+    except JsonTooDeep as exc:
+        raise McpConfigError(f"the MCP config file {str(path)!r} is refused: {exc}") from None
     except json.JSONDecodeError as exc:
         try:
             document = tomllib.loads(text)

@@ -47,7 +47,11 @@ from toolbatch.producers.mcp._config import (
     StdioServerConfig,
     read_env_file,
 )
-from toolbatch.producers.mcp._limits import bounded_http_client, oversized_failure_message
+from toolbatch.producers.mcp._limits import (
+    bounded_http_client,
+    bounded_http_client_factory,
+    oversized_failure_message,
+)
 from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
 
 __all__ = [
@@ -391,6 +395,7 @@ class McpConnection:
                     headers=config.headers,
                     timeout=HTTP_CONNECT_TIMEOUT_S,
                     sse_read_timeout=HTTP_READ_TIMEOUT_S,
+                    httpx_client_factory=bounded_http_client_factory(self.max_message_bytes),
                 ) as (read_stream, write_stream),
                 self._session(read_stream, write_stream, handler) as session,
             ):
