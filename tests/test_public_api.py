@@ -11,8 +11,14 @@ from toolbatch.errors import ConfigError
 
 PACKAGES = [
     "toolbatch",
+    "toolbatch.errors",
+    "toolbatch.logs",
+    "toolbatch.recorder",
+    "toolbatch.artifacts",
+    "toolbatch.sandbox",
     "toolbatch.scheduler",
     "toolbatch.producers",
+    "toolbatch.producers.mcp",
     "toolbatch.finalize",
     "toolbatch.hooks",
     "toolbatch.permissions",
@@ -28,6 +34,7 @@ PACKAGES = [
     "toolbatch.testing",
     "toolbatch.telemetry",
     "toolbatch.ray",
+    "toolbatch.cli",
     "toolbatch.integrations",
     "toolbatch.integrations.langgraph",
     "toolbatch.integrations.pydantic_ai",
@@ -117,11 +124,19 @@ def test_contract_names_are_exported(module_name: str, names: list[str]) -> None
 
 
 def test_errors_share_one_root() -> None:
-    """Every exported exception derives from ToolbatchError."""
-    for name in toolbatch.__all__:
-        obj = getattr(toolbatch, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
-            assert issubclass(obj, toolbatch.ToolbatchError), name
+    """Every exception any package exports derives from ToolbatchError and is defined in
+    toolbatch.errors (one tree, drawn in its docstring)."""
+    outside = []
+    for module_name in PACKAGES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, BaseException):
+                if not issubclass(obj, toolbatch.ToolbatchError) or obj.__module__ != (
+                    "toolbatch.errors"
+                ):
+                    outside.append(f"{module_name}.{name} ({obj.__module__})")
+    assert outside == []
 
 
 def test_configure_logging_refuses_an_unknown_level() -> None:

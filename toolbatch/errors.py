@@ -8,10 +8,17 @@ attributes; messages show the offending value and say how to fix it.
 ToolbatchError
 ├── ConfigError                 a bad option or configuration value (also a ValueError)
 │   └── McpConfigError          a bad mcpServers document (.server, .key)
+├── JsonTooDeep                 JSON nested deeper than the limit, refused before parsing
+│                               (.limit; also a ValueError)
 ├── ArtifactError               the artifact store could not keep some output
 │   ├── ArtifactCapExceeded     a per-file or per-store byte cap (.cap, .limit, .requested)
-│   └── ArtifactWriteError      both the primary and the fallback directory failed
-│                               (.primary_error, .fallback_error)
+│   ├── ArtifactWriteError      both the primary and the fallback directory failed
+│   │                           (.primary_error, .fallback_error)
+│   └── UnsafeDirectory         a directory that is not this user's private one (also a
+│                               PermissionError)
+├── ReplacedFileError           a file toolbatch writes for the user was replaced underneath
+│                               (also an OSError)
+├── HookFailed                  a hook crashed, timed out or answered no hook answer
 ├── ToolRegistrationError       a tool or producer could not be registered (.name)
 ├── McpError                    an MCP server failed (.server)
 ├── ModelError                  a model API failed or answered nonsense (.status)
@@ -39,15 +46,19 @@ __all__ = [
     "ArtifactError",
     "ArtifactWriteError",
     "ConfigError",
+    "HookFailed",
+    "JsonTooDeep",
     "McpConfigError",
     "McpError",
     "ModelError",
     "RecorderError",
+    "ReplacedFileError",
     "ReplyShapeError",
     "SessionHostError",
     "ToolRegistrationError",
     "ToolbatchError",
     "TurnAlreadyCompleted",
+    "UnsafeDirectory",
 ]
 
 
@@ -216,3 +227,30 @@ class SessionHostError(ToolbatchError):
 class TurnAlreadyCompleted(ToolbatchError, RuntimeError):
     """A turn was given to ``complete_turn`` a second time (a turn completes exactly once),
     or a response was added to a turn after its completion."""
+
+
+class JsonTooDeep(ToolbatchError, ValueError):
+    """A JSON document nested deeper than the limit (refused before parsing).
+
+    Attributes:
+        limit: the deepest nesting of arrays and objects allowed.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"JSON nested deeper than {limit} levels of arrays and objects; send flatter data "
+            f"(the limit is toolbatch's MAX_JSON_DEPTH)"
+        )
+        self.limit = limit
+
+
+class UnsafeDirectory(ArtifactError, PermissionError):
+    """A directory the store refuses to write to: not a private directory of this user."""
+
+
+class ReplacedFileError(ToolbatchError, OSError):
+    """The path no longer names the file that was opened (replaced, moved or removed)."""
+
+
+class HookFailed(ToolbatchError):
+    """A hook crashed, timed out or answered something that is not a hook answer."""

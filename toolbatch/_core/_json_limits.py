@@ -32,6 +32,8 @@ import json
 import re
 from typing import Final
 
+from toolbatch.errors import JsonTooDeep
+
 __all__ = [
     "MAX_JSON_DEPTH",
     "JsonTooDeep",
@@ -51,17 +53,6 @@ _NOT_SKELETON: Final = bytes(b for b in range(256) if b not in b'[]{}"')
 _STRINGS: Final = rb'(?:"[^"]*+")*+'
 _RUNS: Final = re.compile(rb"\[+|\]+")
 _SQUARE: Final = bytes.maketrans(b"{}", b"[]")
-
-
-class JsonTooDeep(ValueError):
-    """A JSON document nested deeper than the limit (refused before parsing)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            f"JSON nested deeper than {limit} levels of arrays and objects; send flatter data "
-            f"(the limit is toolbatch's MAX_JSON_DEPTH)"
-        )
-        self.limit = limit
 
 
 def json_too_deep(data: bytes | bytearray | str, max_depth: int = MAX_JSON_DEPTH) -> bool:

@@ -22,11 +22,9 @@ import stat
 import weakref
 from pathlib import Path
 
+from toolbatch.errors import ReplacedFileError
+
 __all__ = ["ReplacedFileError", "UserFile"]
-
-
-class ReplacedFileError(OSError):
-    """The path no longer names the file that was opened (replaced, moved or removed)."""
 
 
 def _refused(path: Path, why: str, code: int) -> OSError:

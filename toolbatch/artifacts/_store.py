@@ -52,7 +52,7 @@ import aiofiles.os
 import anyio
 import structlog
 
-from toolbatch.errors import ArtifactCapExceeded, ArtifactWriteError, ConfigError
+from toolbatch.errors import ArtifactCapExceeded, ArtifactWriteError, ConfigError, UnsafeDirectory
 from toolbatch.telemetry import traced_commit, traced_persist
 
 __all__ = [
@@ -265,10 +265,6 @@ async def _hop(tracker: concurrent.futures.Executor, work: Callable[..., _T], *a
     """``work(*args)`` on the store's threads through ``aiofiles.os.wrap``."""
     result: _T = await aiofiles.os.wrap(work)(*args, executor=tracker)
     return result
-
-
-class UnsafeDirectory(PermissionError):
-    """A directory the store refuses to write to: not a private directory of this user."""
 
 
 def check_private_dir(directory: Path) -> None:

@@ -37,7 +37,7 @@ import anyio
 import structlog
 from anyio.abc import ByteReceiveStream, Process
 
-from toolbatch.errors import ConfigError, ToolbatchError
+from toolbatch.errors import ConfigError, HookFailed
 from toolbatch.hooks._models import PostToolBatchInput, PostToolBatchOutput
 from toolbatch.sandbox import minimal_environment, stop_group
 from toolbatch.telemetry import child_environment
@@ -68,10 +68,6 @@ MAX_HOOK_STDERR_BYTES: Final = 64 * 2**10
 KILL_GRACE_S: Final = 1.0
 DRAIN_S: Final = 1.0
 CLEANUP_S: Final = 5.0
-
-
-class HookFailed(ToolbatchError):
-    """A hook crashed, timed out or answered something that is not a hook answer."""
 
 
 @dataclass(frozen=True, slots=True)
