@@ -172,7 +172,8 @@ class JsonlRecorder:
         self._lock = anyio.Lock()
 
     async def record_turn(self, turn: Turn, *, kinds: Sequence[ResponseKind] | None = None) -> None:
-        """Append ``turn`` durably. ``kinds`` defaults to ``executed`` for every response."""
+        """Append ``turn`` durably. ``kinds`` defaults to each response's own kind
+        (:func:`response_kind`, read from its status): callers need not compute it."""
         if kinds is not None and len(kinds) != len(turn.responses):
             raise ConfigError(
                 f"kinds has {len(kinds)} entries for {len(turn.responses)} responses; give "
@@ -191,7 +192,7 @@ class JsonlRecorder:
                     "call_id": response.call_id,
                     "name": response.name,
                     "status": response.status,
-                    "kind": kinds[index] if kinds is not None else "executed",
+                    "kind": kinds[index] if kinds is not None else response_kind(response),
                     "error": response.error,
                     "error_type": response.error_type,
                     "part_count": len(response.parts),

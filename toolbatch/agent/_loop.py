@@ -31,7 +31,7 @@ from toolbatch.agent._messages import Message, Model, ModelReply
 from toolbatch.errors import ConfigError, RecorderError
 from toolbatch.finalize import Budget, enforce_send_budget
 from toolbatch.producers import ToolDeclaration
-from toolbatch.recorder import Recorder, load_session, response_kind
+from toolbatch.recorder import Recorder, load_session
 from toolbatch.scheduler import (
     ApprovalCallback,
     BatchObserver,
@@ -362,8 +362,7 @@ class AgentLoop:
         if turn is None:
             return
         if self.recorder is not None:
-            kinds = [response_kind(response) for response in turn.responses]
-            await self.recorder.record_turn(turn, kinds=kinds)
+            await self.recorder.record_turn(turn)
         self._unrecorded = None
 
     def _append(self, message: Message) -> None:

@@ -37,7 +37,7 @@ from toolbatch.ray._codec import (
     stand_in_call,
 )
 from toolbatch.ray._host import NOT_OPEN, SessionSpec
-from toolbatch.recorder import Recorder, response_kind
+from toolbatch.recorder import Recorder
 from toolbatch.scheduler import (
     USE_CONFIG,
     ApprovalCallback,
@@ -668,7 +668,7 @@ class SessionHandle:
         record = self.config.recorder if isinstance(recorder, UseConfig) else recorder
         if record is not None:
             try:
-                await record.record_turn(turn, kinds=[response_kind(r) for r in turn.responses])
+                await record.record_turn(turn)
             except RecorderError as exc:
                 exc.turn = turn
                 raise

@@ -80,7 +80,7 @@ from toolbatch.producers import (
     check_process_options,
     open_process_policy,
 )
-from toolbatch.recorder import JsonlRecorder, Recorder, response_kind
+from toolbatch.recorder import JsonlRecorder, Recorder
 from toolbatch.scheduler._gate import (
     Admitted,
     ApprovalCallback,
@@ -908,7 +908,7 @@ class ToolScheduler:
         turn = _guarded_turn(finalized, context_count, limit, lifecycle, stop_reason)
         if record is not None:
             try:
-                await record.record_turn(turn, kinds=[response_kind(r) for r in turn.responses])
+                await record.record_turn(turn)
             except RecorderError as exc:
                 exc.turn = turn
                 raise
