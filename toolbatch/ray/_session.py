@@ -13,7 +13,6 @@ have run: at most once), nothing is lost or duplicated.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from toolbatch.scheduler import (
     PendingTurn,
     SchedulerConfig,
     UseConfig,
+    ask_approval,
 )
 
 __all__ = [
@@ -156,28 +156,6 @@ class _Delivery:
             if call.id not in self.started_ids:
                 _notify(self._started, call)
             _notify(self._finished, call, response)
-
-
-async def _ask(
-    approve: ApprovalCallback, call: ToolCall, declaration: ToolDeclaration
-) -> bool | str:
-    """``approve``'s answer, or why asking failed (as the scheduler's own ask reports it)."""
-    try:
-        if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(
-            getattr(approve, "__call__", None)  # noqa: B004  (an object with async __call__)
-        ):
-            answer: Any = await approve(call, declaration)  # type: ignore[misc]
-        else:
-            answer = await anyio.to_thread.run_sync(approve, call, declaration)
-            if inspect.isawaitable(answer):
-                answer = await answer
-    except anyio.get_cancelled_exc_class():
-        raise
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    if not isinstance(answer, bool):
-        return f"it returned {answer!r} instead of True or False"
-    return answer
 
 
 class SessionHandle:
@@ -599,7 +577,7 @@ class SessionHandle:
         answer: bool | str = False
         if approve is not None:
             call = delivery.call(ref)
-            answer = await _ask(approve, call, decode_declarations([declaration])[0])
+            answer = await ask_approval(approve, call, decode_declarations([declaration])[0])
         with contextlib.suppress(RayActorError):
             await self._actor.answer.remote(self._key, token, ask_id, answer)
 

@@ -1,6 +1,6 @@
 """The scheduler: the registry, custom tools, and the one turn pipeline (execute, complete)."""
 
-from toolbatch.scheduler._gate import approval_reason
+from toolbatch.scheduler._gate import approval_reason, ask_approval
 from toolbatch.scheduler._pending import PendingTurn
 from toolbatch.scheduler._registry import Registry, default_registry
 from toolbatch.scheduler._scheduler import (
@@ -26,5 +26,6 @@ __all__ = [
     "ToolScheduler",
     "UseConfig",
     "approval_reason",
+    "ask_approval",
     "default_registry",
 ]
