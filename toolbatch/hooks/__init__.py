@@ -13,6 +13,7 @@ from toolbatch.hooks._command import (
     CommandHook,
     CommandOutcome,
     HookFailed,
+    HookScriptChanged,
 )
 from toolbatch.hooks._events import (
     MAX_HOOK_ERROR_CHARS,
@@ -69,6 +70,7 @@ __all__ = [
     "HookEvent",
     "HookFailed",
     "HookOutcome",
+    "HookScriptChanged",
     "HookToolCall",
     "HookToolResponse",
     "PostToolBatchHook",
