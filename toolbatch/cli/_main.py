@@ -249,8 +249,8 @@ def _runtime_options() -> argparse.ArgumentParser:
         choices=get_args(SandboxMode),
         default="workspace-write",
         metavar="MODE",
-        help="what shell commands may write: workspace-write (default: the workspace, the "
-        "artifacts and the temp dir), read-only (a private temp dir only) or off",
+        help="what shell commands may write: workspace-write (default: the workspace and "
+        "the temp dir, protected paths excepted), read-only (a private temp dir only) or off",
     )
     options.add_argument(
         "--workspace",
@@ -260,10 +260,24 @@ def _runtime_options() -> argparse.ArgumentParser:
         "current directory)",
     )
     options.add_argument(
+        "--network",
+        dest="network",
+        action="store_true",
+        default=False,
+        help="let shell commands reach the network (default: off in the sandbox)",
+    )
+    options.add_argument(
         "--no-network",
         dest="network",
         action="store_false",
-        help="deny shell commands TCP connect and bind",
+        help="keep shell commands off the network (the default)",
+    )
+    options.add_argument(
+        "--protect",
+        action="append",
+        metavar="PATH",
+        help="keep PATH read-only from shell commands (repeatable; beside .git, .claude, "
+        ".mcp.json, .vscode, .codex, .toolbatch, the settings, hook and MCP scripts)",
     )
     options.add_argument(
         "--sandbox-private-tmp",
@@ -657,12 +671,22 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
         sandbox=args.sandbox,
         workspace_roots=args.workspace,
         network=args.network,
+        protected_paths=[*(args.protect or ()), *_outputs(args)],
         sandbox_private_tmp=args.sandbox_private_tmp,
         sandbox_required=args.sandbox_required,
         shell_env=args.shell_env,
         shell_env_allow=tuple(args.shell_env_allow or ()),
         shell_env_set=dict(args.shell_env_set or ()),
     )
+
+
+def _outputs(args: argparse.Namespace) -> list[str]:
+    """The files the command writes for the user (the recording, the dual output)."""
+    return [
+        path
+        for path in (getattr(args, "record", None), getattr(args, "dual_output", None))
+        if isinstance(path, str) and path != "-"
+    ]
 
 
 def _status_for(stream: TextIO) -> _TerminalStatus | None:

@@ -508,7 +508,7 @@ class ShellProducer:
         argv = [self._shell, "-c", invocation.command]
         absent: tuple[Path, ...] = ()
         if policy is not None:
-            argv = policy.command_argv(argv)
+            argv = policy.command_argv(argv, cwd=invocation.cwd)
             absent = policy.absent_protected()
         read_fd, write_fd = open_pipe()
         try:

@@ -97,10 +97,11 @@ def namespace_argv(
     if not network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if private_tmp is not None:
+        # First: a writable root under /tmp (pytest's, say) is then bound over it again.
+        argv += ["--bind", os.fspath(private_tmp), "/tmp"]
     for path in writable:
         argv += ["--bind", os.fspath(path), os.fspath(path)]
-    if private_tmp is not None:
-        argv += ["--bind", os.fspath(private_tmp), "/tmp"]
     return tuple(argv)
 
 

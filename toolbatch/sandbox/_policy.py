@@ -20,8 +20,10 @@ network is off by default (``network=True`` allows it). A private temp dir
 Protected paths stay read-only beneath the writable roots: ``PROTECTED_NAMES`` (``.git``,
 ``.claude``, ``.mcp.json``, ...) in every workspace root, and ``protected_paths`` (the
 scheduler adds the settings and MCP files in use, the hooks' and servers' scripts, the
-recording and the artifact directories). One that does not exist when a command starts and
-exists when it ends was created by the command: it is removed and the result says so.
+recording and the artifact directories). A ``PROTECTED_NAMES`` entry that does not exist when
+a command starts and exists when it ends was created by the command: it is removed and the
+result says so (``git init`` included: a ``.git`` made by the model is a hook the user's next
+``git`` would run).
 
 How it is enforced, in layers
     1. Namespaces (``toolbatch.sandbox._bubblewrap``): each command under its own ``bwrap``,
@@ -173,18 +175,26 @@ class ProcessPolicy:
         """Whether each command runs in namespaces of its own (under ``bwrap``)."""
         return bool(self.wrapper)
 
-    def command_argv(self, argv: list[str]) -> list[str]:
-        """``argv`` as started under this policy: inside ``bwrap`` when namespaced, with the
-        protected paths that exist now mounted read-only."""
+    def command_argv(self, argv: list[str], *, cwd: Path) -> list[str]:
+        """``argv`` as started in ``cwd`` under this policy: inside ``bwrap`` when
+        namespaced, with the protected paths that exist now mounted read-only."""
         if not self.wrapper:
             return argv
-        return [*self.wrapper, *read_only_binds(self.protected), "--", *argv]
+        binds = read_only_binds(self.protected)
+        # --chdir: bwrap would fall back to $HOME, silently, if cwd were not in the sandbox.
+        return [*self.wrapper, *binds, "--chdir", os.fspath(cwd), "--", *argv]
 
     def absent_protected(self) -> tuple[Path, ...]:
-        """The protected paths that do not exist now (a command must not create them)."""
+        """The ``PROTECTED_NAMES`` of the workspace roots that do not exist now: a command
+        must not create them. (Other protected paths are often the host's own output, made
+        later by the host itself: they are protected once they exist.)"""
         if self.sandbox == "off":
             return ()
-        return tuple(path for path in self.protected if not os.path.lexists(path))
+        return tuple(
+            path
+            for path in self.protected
+            if path.name in PROTECTED_NAMES and not os.path.lexists(path)
+        )
 
     def remove_created(self, absent: Sequence[Path]) -> list[Path]:
         """Remove those of ``absent`` that exist now (a command made them); returns them."""
@@ -477,11 +487,7 @@ def _confine(
         return dataclasses.replace(policy, problem=problem)
     supported = _landlock.fs_rights(abi)
     handled_fs = _landlock.FS_WRITE_RIGHTS & supported
-    missing = [
-        f"namespaces ({no_namespaces}): commands see and read the host's processes, protected "
-        f"paths are writable (a changed hook or MCP server script is still refused), and "
-        f"only TCP is cut from the network"
-    ]
+    missing = []
     if abi < _FS_NEEDED_ABI:
         names = _landlock.right_names(_landlock.FS_WRITE_RIGHTS & ~supported)
         missing.append(f"the write rights {', '.join(names)}")
@@ -512,7 +518,13 @@ def _confine(
         )
         return dataclasses.replace(policy, problem=refused)
     stack.callback(thread.close)
-    partial = f"Landlock ABI {abi} alone cannot enforce {' or '.join(missing)}"
+    partial = (
+        f"no namespaces, {no_namespaces}: commands see and read the host's processes, "
+        f"protected paths are writable (a changed hook or MCP server script is still "
+        f"refused), and only TCP is cut from the network"
+    )
+    if missing:
+        partial += f"; Landlock ABI {abi} cannot enforce {' or '.join(missing)}"
     log.warning(
         "sandbox.partial",
         mode=policy.sandbox,
