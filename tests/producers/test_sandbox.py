@@ -8,13 +8,13 @@ which ``workspace-write`` allows by default) is *outside* what commands may writ
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import sys
 import threading
 import uuid
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

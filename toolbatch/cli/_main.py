@@ -49,7 +49,7 @@ call a rule asks about is denied with the rule named. Budget
 batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
 wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
 none; for ``acp`` it is every session's. Logs go to stderr (``--log-level``, default
-``warning``) so stdout stays clean; when stderr is a terminal a status line shows the calls
+``warning``; ``--verbose`` is ``info``) so stdout stays clean; when stderr is a terminal a status line shows the calls
 in progress.
 """
 
@@ -190,6 +190,15 @@ def _logging_options() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         default=argparse.SUPPRESS,
         help="least severe log level written to stderr (default: warning)",
+    )
+    options.add_argument(
+        "-v",
+        "--verbose",
+        dest="log_level",
+        action="store_const",
+        const="info",
+        default=argparse.SUPPRESS,
+        help="--log-level info: also what the session set up (the sandbox's layers, say)",
     )
     return options
 

@@ -532,7 +532,7 @@ def _confine(
         reason=partial,
         consequence=consequence if policy.required else "the rest is enforced",
     )
-    log.debug(
+    log.info(
         "sandbox.ready",
         mode=policy.sandbox,
         layers=["landlock"],
@@ -589,7 +589,7 @@ def _namespaced(
         else:
             stack.callback(thread.close)
             layers.append("landlock")
-    log.debug(
+    log.info(
         "sandbox.ready",
         mode=policy.sandbox,
         layers=layers,
