@@ -89,6 +89,10 @@ def _mcp(workspace: Path) -> dict[str, Any]:
     return {"mcpServers": {"local": {"command": sys.executable, "args": ["server.py"]}}}
 
 
+def _files(root: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+
+
 def _call(call_id: str, command: str) -> ToolCall:
     return ToolCall(id=call_id, name="run_shell_command", args={"command": command})
 
@@ -131,7 +135,7 @@ def sleepers(marker: str) -> list[int]:
 )
 async def test_a_command_cannot_change_what_the_host_runs(workspace: Path, command: str) -> None:
     """Hook script, settings, MCP server script, .git: read-only inside the writable root."""
-    before = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
+    before = _files(workspace)
     with open_process_policy(
         workspace_roots=[workspace], protected_paths=[workspace / "server.py"]
     ) as policy:
@@ -139,7 +143,7 @@ async def test_a_command_cannot_change_what_the_host_runs(workspace: Path, comma
         also = await sh(policy, "echo fine > notes.txt && cat notes.txt", cwd=str(workspace))
     assert _exit_line(result) != "[exit code: 0]"
     assert "Read-only file system" in result.content or "Device or resource busy" in result.content
-    after = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
+    after = _files(workspace)
     assert {path: after.get(path) for path in before} == before
     assert also.content == "fine\n[exit code: 0]"
 
@@ -169,7 +173,7 @@ async def test_the_scheduler_protects_settings_hooks_and_mcp_scripts(
         settings=str(_settings(workspace)),
         mcp_servers=_mcp(workspace),
     )
-    before = {path: path.read_bytes() for path in workspace.rglob("*") if path.is_file()}
+    before = _files(workspace)
     attack = (
         "echo 'exit 2' >> .claude/hooks/guard.sh; echo '{}' > .claude/settings.json; "
         "echo 'raise SystemExit' >> server.py; echo x > artifacts/planted; echo done"
@@ -420,7 +424,8 @@ def test_no_process_a_command_can_see_holds_a_secret(tmp_path: Path) -> None:
                 os.environ[name] = value
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
-    assert "ppid-done" in out and "all-done" in out
+    assert "ppid-done" in out
+    assert "all-done" in out
     assert "PATH=" in out  # the filtered environment is there
     for value in canaries.values():
         assert "canary" not in out, value

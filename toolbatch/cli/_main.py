@@ -49,8 +49,8 @@ call a rule asks about is denied with the rule named. Budget
 batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
 wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
 none; for ``acp`` it is every session's. Logs go to stderr (``--log-level``, default
-``warning``; ``--verbose`` is ``info``) so stdout stays clean; when stderr is a terminal a status line shows the calls
-in progress.
+``warning``; ``--verbose`` is ``info``) so stdout stays clean; when stderr is a terminal a
+status line shows the calls in progress.
 """
 
 from __future__ import annotations
