@@ -22,10 +22,13 @@ What the model gets (``ToolResult.content``)
 
 Sandbox, environment, host death
     A ``ProcessPolicy`` (the producer's own, else ``context.process_policy``, else none)
-    decides the commands' environment and the Landlock sandbox they start in (from the
-    policy's confined spawner thread; see ``toolbatch.sandbox._policy``). With a required sandbox
-    that cannot be enforced, every call fails with ``"sandbox_unavailable"``. A failing
-    command whose output mentions a refused access ends with a note naming the sandbox.
+    decides the commands' environment and the sandbox they run in: under ``bwrap`` (their
+    own namespaces), started from the policy's Landlock-confined spawner thread (see
+    ``toolbatch.sandbox``). With a required sandbox that cannot be enforced, every call fails
+    with ``"sandbox_unavailable"``. A failing command whose output mentions a refused access
+    ends with a note naming the sandbox; one that looks offline while the network is off,
+    with a note saying how to allow it; one that created a protected name (``.git``,
+    ``.mcp.json``, ...) finds it removed, and a note says so.
     Every group is registered with the host reaper, so commands die with the host.
 
 Aborts keep the output
