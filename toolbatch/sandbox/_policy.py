@@ -233,9 +233,10 @@ class ProcessPolicy:
         else:
             network = "TCP connect and bind denied"
         layers = " + ".join(self.layers)
+        protected = ", protected paths read-only" if self.namespaced else ""
         line = (
-            f"sandbox: {self.sandbox} ({layers}); writes allowed only under {places}, "
-            f"protected paths read-only; {network}"
+            f"sandbox: {self.sandbox} ({layers}); writes allowed only under {places}"
+            f"{protected}; {network}"
         )
         if self.problem is not None:
             line += f"; not enforced: {self.problem}"
