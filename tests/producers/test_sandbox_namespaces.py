@@ -531,3 +531,42 @@ def test_run_verbose_names_the_layers(tmp_path: Path) -> None:
     done = run_toolbatch("run", "--verbose", stdin=b"[]", cwd=tmp_path)
     assert "sandbox.ready" in done.stderr.decode()
     assert "bubblewrap" in done.stderr.decode()
+
+
+# -- the same through `toolbatch run` -------------------------------------------------------
+
+
+def test_run_protects_the_hook_and_refuses_it_once_changed(workspace: Path) -> None:
+    """`toolbatch run --settings`: the sandbox keeps the guard; with it off, a changed guard
+    is refused for the next call, which does not run."""
+    settings = _settings(workspace)
+    guard = workspace / ".claude" / "hooks" / "guard.sh"
+    sandboxed = run_toolbatch(
+        "run",
+        "--settings",
+        str(settings),
+        "--artifacts-dir",
+        str(workspace / "arts"),
+        stdin=json.dumps([_batched("w", f"echo 'exit 2' >> {guard}")]).encode(),
+        cwd=workspace,
+    )
+    assert sandboxed.returncode == 0, sandboxed.stderr.decode()
+    assert "Read-only file system" in sandboxed.stdout.decode()
+    assert guard.read_text() == GUARD
+    batch = [_batched("change", f"echo '# edited' >> {guard}"), _batched("next", "echo ran")]
+    unconfined = run_toolbatch(
+        "run",
+        "--settings",
+        str(settings),
+        "--sandbox",
+        "off",
+        "--concurrency",
+        "1",
+        "--artifacts-dir",
+        str(workspace / "arts"),
+        stdin=json.dumps(batch).encode(),
+        cwd=workspace,
+    )
+    out = unconfined.stdout.decode()
+    assert f"{guard}' changed since the session opened" in out
+    assert "ran\n" not in out
