@@ -131,6 +131,14 @@ def sleepers(marker: str) -> list[int]:
         pytest.param("rm server.py; echo x > server.py", id="replace-mcp-script"),
         pytest.param("echo '[core] hooksPath = /tmp' >> .git/config", id="git-config"),
         pytest.param("python3 -c \"open('.claude/settings.json', 'w')\"", id="python"),
+        pytest.param(
+            "umount .claude; mount -o remount,rw /; echo x >> .claude/hooks/guard.sh",
+            id="unmount-then-write",
+        ),
+        pytest.param(
+            "unshare -Urm sh -c 'umount -l .claude; echo x >> .claude/hooks/guard.sh'",
+            id="new-user-namespace",
+        ),
     ],
 )
 async def test_a_command_cannot_change_what_the_host_runs(workspace: Path, command: str) -> None:
@@ -142,7 +150,8 @@ async def test_a_command_cannot_change_what_the_host_runs(workspace: Path, comma
         result = await sh(policy, command, cwd=str(workspace))
         also = await sh(policy, "echo fine > notes.txt && cat notes.txt", cwd=str(workspace))
     assert _exit_line(result) != "[exit code: 0]"
-    assert "Read-only file system" in result.content or "Device or resource busy" in result.content
+    denials = ("Read-only file system", "Device or resource busy", "Operation not permitted")
+    assert any(denial in result.content for denial in denials), result.content
     after = _files(workspace)
     assert {path: after.get(path) for path in before} == before
     assert also.content == "fine\n[exit code: 0]"

@@ -10,7 +10,9 @@ What a command gets (``bwrap`` 0.4 or newer; Claude Code and Flatpak use it the 
 * with the network off, an empty network namespace (only a loopback of its own): no
   protocol reaches anything outside (TCP, UDP, MPTCP, abstract UNIX sockets), and a socket it
   listens on is reachable from nowhere;
-* ``--die-with-parent`` and ``--new-session`` (no terminal to inject input into).
+* ``--cap-drop ALL`` (a host running as root would hand it every capability, enough to
+  unmount its read-only binds), ``--die-with-parent`` and ``--new-session`` (no terminal to
+  inject input into). ``bwrap`` also sets ``no_new_privs``.
 
 The process the host starts is the outer ``bwrap``; the host stops a command by signalling
 the processes of its namespace (``toolbatch.sandbox._process``), and killing the outer
@@ -74,6 +76,10 @@ def find_bubblewrap(executable: str | None = None) -> tuple[str | None, str | No
 
 
 _NAMESPACES: Final = (
+    # A host running as root would otherwise hand bwrap's child every capability, and with
+    # CAP_SYS_ADMIN a command can unmount what keeps a protected path read-only.
+    "--cap-drop",
+    "ALL",
     "--die-with-parent",
     "--new-session",
     "--unshare-pid",
