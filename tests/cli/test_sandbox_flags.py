@@ -112,5 +112,5 @@ def test_run_confines_commands_to_the_workspace_and_hides_secrets(tmp_path: Path
     assert done.returncode == 0, done.stderr.decode()
     assert (workspace / "inside").is_file()
     assert "Read-only file system" in out
-    assert "sandbox: workspace-write (bubblewrap + landlock)" in out
+    assert "sandbox: workspace-write (bubblewrap + landlock" in out
     assert "canary-value" not in out

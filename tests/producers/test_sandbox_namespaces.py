@@ -383,6 +383,36 @@ async def test_a_socket_listening_without_bind_is_unreachable_from_the_host(
     assert reached == [False, False]
 
 
+async def test_with_the_network_off_no_unix_socket_reaches_the_host(tmp_path: Path) -> None:
+    """A UNIX socket file (docker.sock, an ssh-agent's) is reachable through a read-only
+    mount: with the network off the command cannot make a UNIX socket at all."""
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    server.settimeout(0.5)
+    dial = (
+        f'{sys.executable} -c "import socket; s = socket.socket(socket.AF_UNIX); '
+        f"s.connect('{path}'); print('connected')\"; "
+        f"{sys.executable} -c \"import socket; socket.socketpair(); print('pair')\""
+    )
+    try:
+        with open_process_policy(workspace_roots=[tmp_path]) as policy:
+            off = await sh(policy, dial)
+        with open_process_policy(workspace_roots=[tmp_path], network=True) as policy:
+            on = await sh(policy, dial)
+        connection, _ = server.accept()  # the network-on command's, and no other
+        connection.close()
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
+    assert "connected" not in off.content
+    assert "Operation not permitted" in off.content
+    assert "pair" in off.content  # a socketpair reaches nothing: still allowed
+    assert "connected" in on.content
+
+
 async def test_a_command_failing_offline_gets_a_note(tmp_path: Path) -> None:
     """curl, wget or a resolver message while the network is off: one line says how to allow it."""
     with open_process_policy(workspace_roots=[tmp_path]) as policy:
@@ -525,11 +555,11 @@ def test_run_survives_kill_of_its_parent_and_records_every_call(tmp_path: Path) 
 
 
 def test_the_ready_line_names_the_layers(tmp_path: Path) -> None:
-    """sandbox.ready says bubblewrap and Landlock; describe() tells the model the same."""
+    """sandbox.ready says bubblewrap, Landlock and seccomp; describe() tells the model too."""
     with capture_logs() as logs, open_process_policy(workspace_roots=[tmp_path]) as policy:
         pass
     (ready,) = [entry for entry in logs if entry["event"] == "sandbox.ready"]
-    expected = ["bubblewrap", "landlock"] if abi_version() >= 4 else ["bubblewrap"]
+    expected = ["bubblewrap", "landlock", "seccomp"] if abi_version() >= 4 else ["bubblewrap"]
     assert ready["layers"] == expected
     assert ready["network"] is False
     assert f"({' + '.join(expected)})" in policy.describe()

@@ -510,12 +510,13 @@ class ShellProducer:
             env = policy.environment
         argv = [self._shell, "-c", invocation.command]
         absent: tuple[Path, ...] = ()
-        if policy is not None:
-            argv = policy.command_argv(argv, cwd=invocation.cwd)
-            absent = policy.absent_protected()
         read_fd, write_fd = open_pipe()
         try:
+            seccomp_fd = policy.open_seccomp() if policy is not None else None
             try:
+                if policy is not None:
+                    argv = policy.command_argv(argv, cwd=invocation.cwd, seccomp_fd=seccomp_fd)
+                    absent = policy.absent_protected()
                 process = await open_group_process(
                     argv,
                     stdout=write_fd,
@@ -524,9 +525,12 @@ class ShellProducer:
                     env=child_environment(env),
                     spawn_thread=policy.spawn_thread if policy is not None else None,
                     namespaced=policy is not None and policy.namespaced,
+                    pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
                 )
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
+                if seccomp_fd is not None:
+                    os.close(seccomp_fd)
             settled = False
             try:
                 async with contextlib.AsyncExitStack() as stack:

@@ -71,6 +71,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -91,6 +92,7 @@ from toolbatch.sandbox._bubblewrap import (
     find_bubblewrap,
     namespace_argv,
     read_only_binds,
+    unix_socket_filter,
 )
 from toolbatch.sandbox._environment import SHELL_ENV_MODES, ShellEnvMode, shell_environment
 from toolbatch.sandbox._process import SpawnThread
@@ -169,20 +171,41 @@ class ProcessPolicy:
     """Where commands are started so that they are confined (``None``: anywhere)."""
     wrapper: tuple[str, ...] = field(default=(), repr=False)
     """The ``bwrap`` options each command runs under (``()``: no namespaces)."""
+    seccomp: bytes | None = field(default=None, repr=False)
+    """The seccomp program ``bwrap`` applies (no UNIX sockets while the network is off)."""
 
     @property
     def namespaced(self) -> bool:
         """Whether each command runs in namespaces of its own (under ``bwrap``)."""
         return bool(self.wrapper)
 
-    def command_argv(self, argv: list[str], *, cwd: Path) -> list[str]:
+    def command_argv(
+        self, argv: list[str], *, cwd: Path, seccomp_fd: int | None = None
+    ) -> list[str]:
         """``argv`` as started in ``cwd`` under this policy: inside ``bwrap`` when
-        namespaced, with the protected paths that exist now mounted read-only."""
+        namespaced, with the protected paths that exist now mounted read-only and the
+        seccomp program read from ``seccomp_fd`` (from :meth:`open_seccomp`)."""
         if not self.wrapper:
             return argv
         binds = read_only_binds(self.protected)
+        filters = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         # --chdir: bwrap would fall back to $HOME, silently, if cwd were not in the sandbox.
-        return [*self.wrapper, *binds, "--chdir", os.fspath(cwd), "--", *argv]
+        return [*self.wrapper, *binds, *filters, "--chdir", os.fspath(cwd), "--", *argv]
+
+    def open_seccomp(self) -> int | None:
+        """A pipe's read end holding :attr:`seccomp` for one ``bwrap`` (which reads it to the
+        end), or ``None`` without one; pass it to the child and close it after the spawn."""
+        if self.seccomp is None or not self.wrapper:
+            return None
+        read_fd, write_fd = os.pipe()
+        try:
+            os.write(write_fd, self.seccomp)  # a few hundred bytes: far below a pipe's size
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return read_fd
 
     def absent_protected(self) -> tuple[Path, ...]:
         """The ``PROTECTED_NAMES`` of the workspace roots that do not exist now: a command
@@ -576,6 +599,15 @@ def _namespaced(
     handled_net = _landlock.NET_RIGHTS if not policy.network and abi >= _landlock.NET_ABI else 0
     scoped = _scopes(abi)
     layers = ["bubblewrap"]
+    seccomp = None if policy.network else unix_socket_filter()
+    if seccomp is None and not policy.network:
+        log.warning(
+            "sandbox.partial",
+            mode=policy.sandbox,
+            reason=f"no seccomp filter for {platform.machine()}: commands may connect to UNIX "
+            f"socket files they can see (docker.sock, an ssh-agent's)",
+            consequence="the rest is enforced",
+        )
     thread = None
     if handled_net or scoped:
         try:
@@ -590,6 +622,8 @@ def _namespaced(
         else:
             stack.callback(thread.close)
             layers.append("landlock")
+    if seccomp is not None:
+        layers.append("seccomp")
     log.info(
         "sandbox.ready",
         mode=policy.sandbox,
@@ -607,4 +641,5 @@ def _namespaced(
         writable=tuple(writable),
         spawn_thread=thread,
         wrapper=wrapper,
+        seccomp=seccomp,
     )

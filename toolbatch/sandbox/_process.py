@@ -189,14 +189,16 @@ async def open_group_process(
     env: Mapping[str, str] | None = None,
     spawn_thread: SpawnThread | None = None,
     namespaced: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> GroupProcess:
     """Start ``argv`` as the leader of a new session and process group, stdin from /dev/null.
 
     ``stdout``/``stderr`` are file descriptors (or ``subprocess.STDOUT`` for ``stderr``).
     ``spawn_thread`` starts it from another thread (whose restrictions it inherits); by
-    default it starts from this one. ``namespaced``: ``argv`` is a ``bwrap`` command line (see
-    the module docstring for how it is stopped). Stop it with :func:`stop_group`, never with
-    ``Process.kill()`` alone, then ``aclose()`` it.
+    default it starts from this one. ``pass_fds`` stay open in the child. ``namespaced``:
+    ``argv`` is a ``bwrap`` command line (see the module docstring for how it is stopped).
+    Stop it with :func:`stop_group`, never with ``Process.kill()`` alone, then ``aclose()``
+    it.
 
     Raises:
         OSError: the program could not be started (not found, not executable, bad ``cwd``).
@@ -212,6 +214,7 @@ async def open_group_process(
             cwd=cwd,
             env=env,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
         reap_with_host(popen.pid)  # at once, in the spawning thread: the narrowest window
         return popen
