@@ -259,6 +259,28 @@ async def test_a_changed_mcp_server_script_is_not_restarted(
     assert any(entry["event"] == "mcp.script_changed" for entry in logs)
 
 
+async def test_the_hosts_sysctls_and_sysfs_are_read_only(tmp_path: Path) -> None:
+    """Even when the host runs as root (the command is uid 0 then, without capabilities).
+
+    The writes put back the value already there, and sysrq-trigger is only tested for
+    write access: should the sandbox fail, the test must not change or crash the host.
+    """
+    with open_process_policy(workspace_roots=[tmp_path]) as policy:
+        result = await sh(
+            policy,
+            "pattern=$(cat /proc/sys/kernel/core_pattern); "
+            'echo "$pattern" > /proc/sys/kernel/core_pattern && echo sysctl-written; '
+            "test -w /proc/sysrq-trigger && echo sysrq-writable; "
+            "cat /sys/kernel/mm/ksm/run > /sys/kernel/mm/ksm/run && echo sysfs-written; "
+            "grep -E 'CapEff|NoNewPrivs' /proc/self/status",
+        )
+    assert "Read-only file system" in result.content
+    assert "written" not in result.content
+    assert "sysrq-writable" not in result.content
+    assert "CapEff:\t0000000000000000" in result.content
+    assert "NoNewPrivs:\t1" in result.content
+
+
 # -- what a command can see and signal ------------------------------------------------------
 
 

@@ -80,6 +80,7 @@ def find_bubblewrap(executable: str | None = None) -> tuple[str | None, str | No
     return found, None
 
 
+_PROC_COVERED: Final = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 _NAMESPACES: Final = (
     # A host running as root would otherwise hand bwrap's child every capability, and with
     # CAP_SYS_ADMIN a command can unmount what keeps a protected path read-only.
@@ -108,6 +109,12 @@ def namespace_argv(
     if not network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # bwrap covers /proc/sys and /proc/sysrq-trigger only when it cannot write them itself
+    # without capabilities; run by root it can, so a command (uid 0, no capabilities) could
+    # set the host's sysctls (kernel.core_pattern: code the kernel runs as root).
+    for covered in _PROC_COVERED:
+        if os.path.exists(covered):
+            argv += ["--ro-bind", covered, covered]
     if private_tmp is not None:
         # First: a writable root under /tmp (pytest's, say) is then bound over it again.
         argv += ["--bind", os.fspath(private_tmp), "/tmp"]
