@@ -11,16 +11,31 @@ BENCH_ARGS ?=
 
 PYTEST_WORKERS ?= 4
 
-.PHONY: install demo test check lint typecheck pytest bench chaos clean
+.PHONY: install bubblewrap demo test check lint typecheck pytest bench chaos clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory bubblewrap
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
+
+# The shell sandbox's namespaces layer: installed when missing and we are root on Debian or
+# Ubuntu (a failure is only reported: commands then run under Landlock alone), else the one
+# command to install it is printed.
+BWRAP_HINT := bubblewrap (bwrap) is missing: shell commands run under Landlock alone; install it with: sudo apt-get install -y bubblewrap
+bubblewrap:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing bubblewrap (the shell sandbox's namespaces)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 \
+	       && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
+	  || echo "$(BWRAP_HINT)"; \
+	else echo "$(BWRAP_HINT)"; fi
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

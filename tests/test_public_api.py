@@ -131,11 +131,12 @@ def test_errors_share_one_root() -> None:
         module = importlib.import_module(module_name)
         for name in module.__all__:
             obj = getattr(module, name)
-            if isinstance(obj, type) and issubclass(obj, BaseException):
-                if not issubclass(obj, toolbatch.ToolbatchError) or obj.__module__ != (
-                    "toolbatch.errors"
-                ):
-                    outside.append(f"{module_name}.{name} ({obj.__module__})")
+            is_error = isinstance(obj, type) and issubclass(obj, BaseException)
+            if is_error and (
+                not issubclass(obj, toolbatch.ToolbatchError)
+                or obj.__module__ != "toolbatch.errors"
+            ):
+                outside.append(f"{module_name}.{name} ({obj.__module__})")
     assert outside == []
 
 

@@ -19,6 +19,8 @@ ToolbatchError
 ├── ReplacedFileError           a file toolbatch writes for the user was replaced underneath
 │                               (also an OSError)
 ├── HookFailed                  a hook crashed, timed out or answered no hook answer
+│   └── HookScriptChanged       a file the hook runs changed since it was set up (.hook,
+│                               .reason)
 ├── ToolRegistrationError       a tool or producer could not be registered (.name)
 ├── McpError                    an MCP server failed (.server)
 ├── ModelError                  a model API failed or answered nonsense (.status)
@@ -47,6 +49,7 @@ __all__ = [
     "ArtifactWriteError",
     "ConfigError",
     "HookFailed",
+    "HookScriptChanged",
     "JsonTooDeep",
     "McpConfigError",
     "McpError",
@@ -254,3 +257,17 @@ class ReplacedFileError(ToolbatchError, OSError):
 
 class HookFailed(ToolbatchError):
     """A hook crashed, timed out or answered something that is not a hook answer."""
+
+
+class HookScriptChanged(HookFailed):
+    """A file a command hook runs changed since the hook was set up: it was not run.
+
+    Attributes:
+        hook: the hook's label.
+        reason: which file, and what changed.
+    """
+
+    def __init__(self, hook: str, reason: str) -> None:
+        super().__init__(f"hook {hook!r} was not run: {reason}")
+        self.hook = hook
+        self.reason = reason

@@ -27,6 +27,8 @@ def test_the_flags_map_to_the_scheduler_config(command: str, tmp_path: Path) -> 
             "--workspace",
             str(tmp_path / "b"),
             "--no-network",
+            "--protect",
+            str(tmp_path / "keep.sh"),
             "--sandbox-private-tmp",
             "--sandbox-required",
             "--shell-env",
@@ -43,6 +45,7 @@ def test_the_flags_map_to_the_scheduler_config(command: str, tmp_path: Path) -> 
     assert config.sandbox == "read-only"
     assert config.workspace_roots == [str(tmp_path / "a"), str(tmp_path / "b")]
     assert config.network is False
+    assert config.protected_paths == [str(tmp_path / "keep.sh")]
     assert config.sandbox_private_tmp is True
     assert config.sandbox_required is True
     assert config.shell_env == "minimal"
@@ -51,11 +54,12 @@ def test_the_flags_map_to_the_scheduler_config(command: str, tmp_path: Path) -> 
 
 
 def test_the_defaults_are_workspace_write_in_the_current_directory() -> None:
-    """No flags: workspace-write, cwd as workspace, network on, the inherit policy."""
+    """No flags: workspace-write, cwd as workspace, network off, the inherit policy."""
     config = _scheduler_config(_parser().parse_args(["run"]))
     assert config.sandbox == "workspace-write"
     assert config.workspace_roots is None
-    assert config.network is True
+    assert config.network is False
+    assert _scheduler_config(_parser().parse_args(["run", "--network"])).network is True
     assert config.sandbox_required is False
     assert config.shell_env == "inherit"
     assert config.shell_env_allow == ()
@@ -107,6 +111,6 @@ def test_run_confines_commands_to_the_workspace_and_hides_secrets(tmp_path: Path
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
     assert (workspace / "inside").is_file()
-    assert "Permission denied" in out
-    assert "sandbox: workspace-write" in out
+    assert "Read-only file system" in out
+    assert "sandbox: workspace-write (bubblewrap + landlock" in out
     assert "canary-value" not in out

@@ -1,4 +1,6 @@
-"""The shell sandbox: real commands, real files, a real listener, checked on the filesystem.
+"""The shell sandbox's Landlock layer alone (as where bubblewrap is missing): real commands,
+real files, a real listener, checked on the filesystem. The namespaces layer, and both
+together, are tested in ``test_sandbox_namespaces.py``.
 
 Most tests use ``private_tmp=True`` so that pytest's ``tmp_path`` (under the system temp dir,
 which ``workspace-write`` allows by default) is *outside* what commands may write.
@@ -6,6 +8,7 @@ which ``workspace-write`` allows by default) is *outside* what commands may writ
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -30,6 +33,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 FAST: dict[str, Any] = {"kill_grace_s": 0.3, "drain_s": 0.3}
+
+
+def landlock_only(**options: Any) -> contextlib.AbstractContextManager[ProcessPolicy]:
+    """A policy on a host without bubblewrap (simulated): Landlock is the only layer."""
+    return open_process_policy(
+        namespaces_probe=lambda: (None, "bubblewrap is not installed (simulated)"), **options
+    )
 
 
 @pytest.fixture
@@ -75,7 +85,7 @@ async def test_writes_inside_the_workspace_work_and_under_home_fail(
     workspace: Path, home_dir: Path
 ) -> None:
     """The default mode: the workspace is writable, the home directory is not."""
-    with open_process_policy(workspace_roots=[workspace]) as policy:
+    with landlock_only(workspace_roots=[workspace]) as policy:
         inside = await sh(policy, f"echo kept > {workspace}/file && mkdir {workspace}/dir")
         denied = await sh(policy, f"echo lost > {home_dir}/file")
     assert _exit_line(inside) == "[exit code: 0]"
@@ -84,7 +94,10 @@ async def test_writes_inside_the_workspace_work_and_under_home_fail(
     assert "Permission denied" in denied.content
     assert _exit_line(denied) == "[exit code: 1]"
     assert denied.error is None  # an ordinary command failure, for the model to read
-    assert f"[sandbox: workspace-write; writes allowed only under {workspace}" in denied.content
+    assert (
+        f"[sandbox: workspace-write (landlock); writes allowed only under {workspace}"
+        in denied.content
+    )
     assert not (home_dir / "file").exists()
 
 
@@ -104,7 +117,7 @@ async def test_dot_dot_symlinks_and_renames_do_not_escape(
     workspace: Path, outside: Path, command: str
 ) -> None:
     """Paths are checked where the kernel resolves them: nothing lands outside."""
-    with open_process_policy(workspace_roots=[workspace], private_tmp=True) as policy:
+    with landlock_only(workspace_roots=[workspace], private_tmp=True) as policy:
         result = await sh(policy, command.format(ws=workspace, out=outside))
     assert _exit_line(result) != "[exit code: 0]"
     assert os.listdir(outside) == []
@@ -121,7 +134,7 @@ async def test_a_child_of_a_child_is_confined_even_outside_the_group(
         f"setsid -w bash -c 'echo c > {outside}/c'; "
         f"bash -c 'echo ok > {workspace}/nested'"
     )
-    with open_process_policy(workspace_roots=[workspace], private_tmp=True) as policy:
+    with landlock_only(workspace_roots=[workspace], private_tmp=True) as policy:
         result = await sh(policy, command)
     assert result.content.count("Permission denied") == 3
     assert os.listdir(outside) == []
@@ -130,7 +143,7 @@ async def test_a_child_of_a_child_is_confined_even_outside_the_group(
 
 async def test_the_artifact_dirs_and_devices_stay_writable(workspace: Path, outside: Path) -> None:
     """writable_dirs (the store's directories) and /dev/null are writable in workspace-write."""
-    with open_process_policy(
+    with landlock_only(
         workspace_roots=[workspace], writable_dirs=[outside], private_tmp=True
     ) as policy:
         result = await sh(policy, f"echo x > {outside}/artifact && echo y > /dev/null && echo ok")
@@ -142,9 +155,9 @@ async def test_the_system_temp_dir_is_writable_unless_private(
 ) -> None:
     """workspace-write allows the system temp dir; private_tmp narrows it to a private one."""
     target = outside / "in-system-tmp"  # tmp_path is under the system temp dir
-    with open_process_policy(workspace_roots=[workspace]) as policy:
+    with landlock_only(workspace_roots=[workspace]) as policy:
         allowed = await sh(policy, f"echo x > {target}")
-    with open_process_policy(workspace_roots=[workspace], private_tmp=True) as policy:
+    with landlock_only(workspace_roots=[workspace], private_tmp=True) as policy:
         private = policy.temp_dir
         assert private is not None
         denied = await sh(policy, f'rm {target}; echo x > $TMPDIR/mine && echo "$TMPDIR"')
@@ -162,7 +175,7 @@ async def test_the_system_temp_dir_is_writable_unless_private(
 async def test_read_only_blocks_the_workspace_but_not_its_private_tmp(workspace: Path) -> None:
     """read-only: reads work, writes fail everywhere but the private temp dir."""
     (workspace / "existing").write_text("before\n")
-    with open_process_policy(sandbox="read-only", workspace_roots=[workspace]) as policy:
+    with landlock_only(sandbox="read-only", workspace_roots=[workspace]) as policy:
         assert policy.temp_dir is not None
         read = await sh(policy, f"cat {workspace}/existing")
         written = await sh(
@@ -172,7 +185,7 @@ async def test_read_only_blocks_the_workspace_but_not_its_private_tmp(workspace:
         scratch = await sh(policy, 'echo x > "$TMPDIR/scratch" && cat "$TMPDIR/scratch"')
     assert read.content == "before\n[exit code: 0]"
     assert written.content.count("Permission denied") == 3
-    assert "[sandbox: read-only; writes allowed only under" in written.content
+    assert "[sandbox: read-only (landlock); writes allowed only under" in written.content
     assert (workspace / "existing").read_text() == "before\n"
     assert not (workspace / "new").exists()
     assert scratch.content == "x\n[exit code: 0]"
@@ -218,7 +231,7 @@ async def test_network_false_denies_tcp_connect_and_bind(
     python = sys.executable
     bind = f'{python} -c \'import socket; socket.socket().bind(("127.0.0.1", 0)); print("bound")\''
     command = f"(exec 3<>/dev/tcp/127.0.0.1/{listener} && echo connected); {bind}"
-    with open_process_policy(workspace_roots=[workspace], network=network) as policy:
+    with landlock_only(workspace_roots=[workspace], network=network) as policy:
         result = await sh(policy, command)
     assert ("connected" in result.content) is connects
     assert ("bound" in result.content) is connects
@@ -232,7 +245,7 @@ async def test_network_false_denies_tcp_connect_and_bind(
 
 async def test_an_unsupported_kernel_warns_once_and_runs_unconfined(home_dir: Path) -> None:
     """No Landlock (simulated): one warning on open, then commands run without a sandbox."""
-    with capture_logs() as logs, open_process_policy(landlock_probe=lambda: 0) as policy:
+    with capture_logs() as logs, landlock_only(landlock_probe=lambda: 0, network=True) as policy:
         first = await sh(policy, f"echo one > {home_dir}/one")
         second = await sh(policy, f"echo two > {home_dir}/two")
     warnings = [entry for entry in logs if entry["log_level"] == "warning"]
@@ -247,7 +260,7 @@ async def test_an_unsupported_kernel_warns_once_and_runs_unconfined(home_dir: Pa
 
 async def test_a_required_sandbox_refuses_every_command_when_unsupported(home_dir: Path) -> None:
     """sandbox_required on a kernel without Landlock: nothing runs, the reason is given."""
-    with open_process_policy(landlock_probe=lambda: 0, required=True) as policy:
+    with landlock_only(landlock_probe=lambda: 0, required=True) as policy:
         results = [await sh(policy, f"echo x > {home_dir}/f{n}") for n in range(2)]
     for result in results:
         assert result.error is not None
@@ -263,7 +276,7 @@ async def test_an_older_abi_enforces_what_it_can_and_says_what_not(
     """ABI 3 (simulated) has no TCP rights: writes are confined, the network is not."""
     with (
         capture_logs() as logs,
-        open_process_policy(
+        landlock_only(
             workspace_roots=[workspace], network=False, landlock_probe=lambda: 3
         ) as policy,
     ):
@@ -276,9 +289,9 @@ async def test_an_older_abi_enforces_what_it_can_and_says_what_not(
     ]
     assert "connected" in result.content
     assert "Permission denied" in result.content
-    assert "not enforced: Landlock ABI 3 cannot enforce TCP connect and bind" in result.content
+    assert "Landlock ABI 3 cannot enforce TCP connect and bind" in result.content
     assert not (home_dir / "f").exists()
-    with open_process_policy(
+    with landlock_only(
         workspace_roots=[workspace], network=False, required=True, landlock_probe=lambda: 3
     ) as policy:
         refused = await sh(policy, "true")
@@ -288,7 +301,7 @@ async def test_an_older_abi_enforces_what_it_can_and_says_what_not(
 
 def test_the_host_itself_is_never_confined(workspace: Path, home_dir: Path) -> None:
     """Only the spawner thread is confined: the host still writes anywhere afterwards."""
-    with open_process_policy(workspace_roots=[workspace]) as policy:
+    with landlock_only(workspace_roots=[workspace]) as policy:
         assert policy.enforced
         (home_dir / "host").write_text("fine")
     assert (home_dir / "host").read_text() == "fine"
@@ -300,7 +313,7 @@ def test_the_host_itself_is_never_confined(workspace: Path, home_dir: Path) -> N
 async def test_the_scheduler_sandboxes_by_default_in_the_current_directory(
     workspace: Path, home_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SchedulerConfig() is workspace-write with the cwd as workspace, artifacts writable."""
+    """SchedulerConfig() is workspace-write with the cwd as workspace, artifacts read-only."""
     monkeypatch.chdir(workspace)
     artifacts = tmp_path / "artifacts"
     config = SchedulerConfig(artifacts_dir=artifacts, sandbox_private_tmp=True)
@@ -323,10 +336,11 @@ async def test_the_scheduler_sandboxes_by_default_in_the_current_directory(
     here, out, art = turn.responses
     assert here.status == art.status == out.status == "success"
     assert (workspace / "here").is_file()
-    assert (artifacts / "note").is_file()
+    assert not (artifacts / "note").exists()  # what the model reads back is the host's
     assert not (home_dir / "f").exists()
-    assert "Permission denied" in str(out.parts)
-    assert "sandbox: workspace-write" in str(out.parts)
+    assert "Read-only file system" in str(out.parts)
+    assert "Read-only file system" in str(art.parts)
+    assert "sandbox: workspace-write (bubblewrap + landlock" in str(out.parts)
 
 
 async def test_sandbox_off_runs_commands_unconfined(tmp_path: Path, home_dir: Path) -> None:
@@ -380,7 +394,7 @@ async def test_abi_1_confines_writes_and_names_the_rights_it_lacks(
     """ABI 1 (simulated): no REFER or TRUNCATE, said once; plain writes are still denied."""
     with (
         capture_logs() as logs,
-        open_process_policy(workspace_roots=[workspace], landlock_probe=lambda: 1) as policy,
+        landlock_only(workspace_roots=[workspace], landlock_probe=lambda: 1) as policy,
     ):
         result = await sh(policy, f"echo x > {workspace}/in; echo x > {home_dir}/out")
     (warning,) = [entry for entry in logs if entry["log_level"] == "warning"]

@@ -49,6 +49,30 @@ def test_secret_names_are_recognised_in_any_case(name: str, secret: bool) -> Non
     assert looks_secret(name) is secret
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        pytest.param("GITHUB_PAT", "github_pat_x", True, id="pat"),
+        pytest.param("SENTRY_DSN", "https://k@o1.ingest.sentry.io/1", True, id="dsn"),
+        pytest.param("OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team=k", True, id="otlp"),
+        pytest.param("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=k", True, id="otlp-traces"),
+        pytest.param("DATABASE_URL", "postgres://app:hunter2@db:5432/app", True, id="url-creds"),
+        pytest.param("REDIS", "redis://:hunter2@cache:6379/0", True, id="url-password-only"),
+        pytest.param("DATABASE_URL", "postgres://db:5432/app", False, id="url-no-creds"),
+        pytest.param("UPSTREAM", "https://user@example.com/", False, id="url-user-only"),
+        pytest.param("PATHS", "/a:/b", False, id="colons"),
+        pytest.param("OTEL_SERVICE_NAME", "agent", False, id="otel-other"),
+    ],
+)
+def test_pat_dsn_otlp_headers_and_urls_with_a_password_are_secret(
+    name: str, value: str, secret: bool
+) -> None:
+    """Beyond the name parts: *_PAT, *_DSN, the OTLP headers, and user:password@ URLs."""
+    assert looks_secret(name, value) is secret
+    inherited = shell_environment("inherit", inherited={name: value, "PATH": "/bin"})
+    assert (name in inherited) is not secret
+
+
 def test_inherit_drops_secret_names_and_keeps_the_rest() -> None:
     """The default: the agent's environment minus the secret-looking names."""
     assert shell_environment("inherit", inherited=HOST) == {

@@ -213,7 +213,7 @@ from toolbatch import ToolCall
 from toolbatch.producers import ShellProducer
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 
-fifo, registered, artifacts, sandbox = sys.argv[1:]
+fifo, registered, artifacts, sandbox, seconds = sys.argv[1:]
 register = toolbatch.sandbox._process.reap_with_host
 
 def register_and_report(pgid):
@@ -225,15 +225,29 @@ toolbatch.sandbox._process.reap_with_host = register_and_report
 
 async def main():
     config = SchedulerConfig(artifacts_dir=artifacts, sandbox=sandbox)
-    command = f'sleep 1000 & echo "$$ $!" > {fifo}; wait'
+    command = f'sleep {seconds} & echo "$$ $!" > {fifo}; wait'
     call = ToolCall(id="c", name="run_shell_command", args={"command": command})
     async with ToolScheduler(Registry([ShellProducer()]), config) as scheduler:
         await scheduler.run_batch([call])
 
 anyio.run(main)
 """
-"""A host that runs ``sleep 1000`` under bash and reports the group's registration with the
-reaper (one FIFO) and ``<pgid> <sleep pid>`` from the command (another), then waits."""
+"""A host that runs ``sleep <seconds>`` under bash and reports the group's registration with
+the reaper (one FIFO) and ``<pgid> <sleep pid>`` from the command (another), then waits.
+Under bubblewrap those two are pids of the command's own namespace, and the registered group
+is the outer ``bwrap``'s."""
+
+
+def _sleepers(seconds: str) -> list[int]:
+    """Host pids of live ``sleep <seconds>`` processes, whatever namespace they are in."""
+    wanted = f"sleep\0{seconds}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "cmdline").read_bytes() == wanted:
+                    found.append(int(entry.name))
+    return found
 
 
 @pytest.mark.parametrize(
@@ -258,8 +272,18 @@ def test_kill_9_of_the_host_leaves_no_command_running(
     fifo, registered = tmp_path / "fifo", tmp_path / "registered"
     os.mkfifo(fifo)
     os.mkfifo(registered)
+    seconds = f"1000.{uuid.uuid4().int % 10**6}"
     host = subprocess.Popen(
-        [sys.executable, "-c", _HOST, str(fifo), str(registered), str(tmp_path / "art"), sandbox],
+        [
+            sys.executable,
+            "-c",
+            _HOST,
+            str(fifo),
+            str(registered),
+            str(tmp_path / "art"),
+            sandbox,
+            seconds,
+        ],
         cwd=tmp_path,
         stderr=subprocess.DEVNULL,
     )
@@ -269,8 +293,13 @@ def test_kill_9_of_the_host_leaves_no_command_running(
             started = pool.submit(fifo.read_text)
             registration = pool.submit(registered.read_text)
             pgid, sleeper = map(int, started.result().split())
-            assert int(registration.result()) == pgid
-        assert sleeper in _live_group_members(pgid)
+            registered_pgid = int(registration.result())
+        if sandbox == "off":
+            assert registered_pgid == pgid
+            assert sleeper in _live_group_members(pgid)
+        else:  # namespaced: the host registered the outer bwrap
+            pgid = registered_pgid
+            assert len(_sleepers(seconds)) == 1
         children = _children(host.pid) if children_too else []
         host.send_signal(signal.SIGKILL)
         for child in children:
@@ -279,9 +308,10 @@ def test_kill_9_of_the_host_leaves_no_command_running(
         host.wait()
         # The reaper acts on its own schedule once the host's pipe closes: poll /proc.
         deadline = time.monotonic() + 10
-        while _live_group_members(pgid) and time.monotonic() < deadline:
+        while (_live_group_members(pgid) or _sleepers(seconds)) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert _live_group_members(pgid) == []
+        assert _sleepers(seconds) == []
     finally:
         if host.poll() is None:
             host.kill()

@@ -9,8 +9,10 @@ workers) must be gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,9 +81,31 @@ def pid_pipe(directory: Path) -> Path:
     return path
 
 
+def background_sleep(pipe: Path, *, delay_s: float = 0) -> str:
+    """A command fragment: ``sleep`` for 300-odd seconds in the background, then write which
+    into ``pipe``. Its own ``$!`` would not do: under the sandbox it is a pid of the
+    command's PID namespace, not the host's; :func:`read_pid` finds the host's."""
+    seconds = f"300.{uuid.uuid4().int % 10**6:06d}"
+    pause = f"sleep {delay_s:g}; " if delay_s else ""
+    return f"sleep {seconds} & {pause}echo {seconds} > {pipe}"
+
+
+def _sleeping(seconds: str) -> list[int]:
+    wanted = f"sleep\0{seconds}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "cmdline").read_bytes() == wanted:
+                    found.append(int(entry.name))
+    return found
+
+
 async def read_pid(pipe: Path) -> int:
-    """The pid written into ``pipe`` (waits for the writer: no polling)."""
-    return int(await anyio.to_thread.run_sync(pipe.read_text))
+    """The host pid of the :func:`sleeper` that wrote into ``pipe`` (waits for the writer)."""
+    seconds = (await anyio.to_thread.run_sync(pipe.read_text)).strip()
+    (pid,) = _sleeping(seconds)
+    return pid
 
 
 def wait_gone(pids: list[int], *, timeout_s: float = GONE_WAIT_S) -> list[int]:

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import ray
 
-from tests.ray.conftest import pid_pipe, read_pid, wait_gone
+from tests.ray.conftest import background_sleep, pid_pipe, read_pid, wait_gone
 from tests.ray.test_session import Events, shell
 from toolbatch import (
     JsonlRecorder,
@@ -54,7 +54,7 @@ async def test_host_killed_mid_batch_answers_every_call(tmp_path: Path) -> None:
         shell("quick", "echo quick"),
         # The pid is reported a moment after the spawn: a host killed between Popen returning
         # and the group's registration with its reaper is the documented gap (sandbox._reaper).
-        shell("sleeper", f"sleep 300 & sleep 0.5; echo $! > {pipe}; wait"),
+        shell("sleeper", f"{background_sleep(pipe, delay_s=0.5)}; wait"),
         {"id": "bad", "name": "run_shell_command", "args": "not an object"},
         shell("last", "sleep 200"),
     ]
@@ -90,7 +90,7 @@ async def test_restarted_host_opens_a_fresh_session(tmp_path: Path) -> None:
         first_host, first_workspace = await session.host_pid(), session.workspace
         await session.run_batch([shell("w", "echo kept > note")])
         turn, _ = await _kill_during(
-            session, pipe, [shell("s", f"sleep 300 & sleep 0.5; echo $! > {pipe}; wait")]
+            session, pipe, [shell("s", f"{background_sleep(pipe, delay_s=0.5)}; wait")]
         )
         assert session.state == "lost"
         again = await session.run_batch([shell("a", "ls; echo alive")])

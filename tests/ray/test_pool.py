@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 
 from tests.ray._tools import mcp_document, shell_and_pid
-from tests.ray.conftest import descendants, pid_pipe, read_pid, wait_gone
+from tests.ray.conftest import background_sleep, descendants, pid_pipe, read_pid, wait_gone
 from tests.ray.test_session import shell
 from toolbatch import SchedulerConfig
 from toolbatch.ray import SessionPool
@@ -93,7 +93,7 @@ async def test_closed_pool_leaves_nothing_running(tmp_path: Path) -> None:
         assert all(path.is_dir() for path in workspaces)
 
         async def run() -> None:
-            command = f"sleep 300 & echo $! > {pipe}; wait"
+            command = f"{background_sleep(pipe)}; wait"
             answers.append(await pool[2].run_batch([shell("bg", command)]))
 
         tg.start_soon(run)

@@ -14,7 +14,14 @@ import anyio
 import pytest
 
 from tests.ray._tools import mcp_document, no_tools, shell_and_pid
-from tests.ray.conftest import parent_pid, pid_alive, pid_pipe, read_pid, wait_gone
+from tests.ray.conftest import (
+    background_sleep,
+    parent_pid,
+    pid_alive,
+    pid_pipe,
+    read_pid,
+    wait_gone,
+)
 from toolbatch import JsonlRecorder, SchedulerConfig, ToolCall, ToolScheduler, load_session
 from toolbatch.agent import AgentLoop, HeadlessRuntime, InteractiveRuntime, ScriptedModel
 from toolbatch.errors import ConfigError, SessionHostError
@@ -169,7 +176,7 @@ async def test_abort_stops_the_remote_command(tmp_path: Path) -> None:
             async def run() -> None:
                 result.append(
                     await session.run_batch(
-                        [shell("s", f"sleep 300 & echo $! > {pipe}; wait")], abort=abort
+                        [shell("s", f"{background_sleep(pipe)}; wait")], abort=abort
                     )
                 )
 
@@ -197,7 +204,7 @@ async def test_driver_cancellation_aborts_the_remote_batch(tmp_path: Path) -> No
                     scope.cancel()
 
                 tg.start_soon(cancel_when_started)
-                await session.execute([shell("s", f"sleep 300 & echo $! > {pipe}; wait")])
+                await session.execute([shell("s", f"{background_sleep(pipe)}; wait")])
         assert scope.cancelled_caught
         assert wait_gone(pids) == []
 

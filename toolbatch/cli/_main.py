@@ -58,10 +58,11 @@ batch; ``0`` disables it; omitted means 200,000 (the runtime default). The flag 
 same on every command: the session's budget (``SchedulerConfig.batch_budget``); a batch
 that carries its own ``budget`` (``run``'s batch object, a ``serve`` request) is bounded by
 that one instead. Logs go to stderr (``--log-level``, default ``warning``) so stdout stays
-clean. While a batch runs (``toolbatch.cli._progress``): ``stream-json`` writes
-``tool_progress`` events as calls start, run and end; a terminal's stderr shows a status
-line; ``--verbose`` streams the commands' output lines to stderr; ``--log-level info`` logs
-each call's start and end.
+clean. ``-v``/``--verbose`` is ``--log-level info`` (what the session set up, e.g. the
+sandbox's layers, and each call's start and end) and, for ``run``, also streams the
+running commands' output lines to stderr. While a batch runs (``toolbatch.cli._progress``):
+``stream-json`` writes ``tool_progress`` events as calls start, run and end; a terminal's
+stderr shows a status line.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final, TextIO, get_args
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO, get_args
 
 import anyio
 import structlog
@@ -159,6 +160,23 @@ STATUS_LINE_MIN_INTERVAL_S: Final = 0.1
 """The terminal status line is redrawn at most this often (progress can be chatty)."""
 
 
+class _Verbose(argparse.Action):
+    """``-v``/``--verbose``: ``--log-level info``, and ``run`` streams the output lines."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        namespace.verbose = True
+        namespace.log_level = "info"
+
+
 class _UsageError(ConfigError):
     """Bad command-line input: printed on stderr, exit code 2."""
 
@@ -212,6 +230,14 @@ def _logging_options() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         default=argparse.SUPPRESS,
         help="least severe log level written to stderr (default: warning)",
+    )
+    options.add_argument(
+        "-v",
+        "--verbose",
+        action=_Verbose,
+        help="--log-level info (what the session set up, e.g. the sandbox's layers, and each "
+        "call's start and end); for run, also stream the running commands' output lines to "
+        "stderr as they come, each prefixed with its call's id",
     )
     return options
 
@@ -270,8 +296,8 @@ def _runtime_options() -> argparse.ArgumentParser:
         choices=get_args(SandboxMode),
         default="workspace-write",
         metavar="MODE",
-        help="what shell commands may write: workspace-write (default: the workspace, the "
-        "artifacts and the temp dir), read-only (a private temp dir only) or off",
+        help="what shell commands may write: workspace-write (default: the workspace and "
+        "the temp dir, protected paths excepted), read-only (a private temp dir only) or off",
     )
     options.add_argument(
         "--workspace",
@@ -281,10 +307,24 @@ def _runtime_options() -> argparse.ArgumentParser:
         "current directory)",
     )
     options.add_argument(
+        "--network",
+        dest="network",
+        action="store_true",
+        default=False,
+        help="let shell commands reach the network (default: off in the sandbox)",
+    )
+    options.add_argument(
         "--no-network",
         dest="network",
         action="store_false",
-        help="deny shell commands TCP connect and bind",
+        help="keep shell commands off the network (the default)",
+    )
+    options.add_argument(
+        "--protect",
+        action="append",
+        metavar="PATH",
+        help="keep PATH read-only from shell commands (repeatable; beside .git, .claude, "
+        ".mcp.json, .vscode, .codex, .toolbatch, the settings, hook and MCP scripts)",
     )
     options.add_argument(
         "--sandbox-private-tmp",
@@ -357,12 +397,6 @@ def _parser() -> argparse.ArgumentParser:
         "--dual-output",
         metavar="PATH",
         help="also write the stream-json events to PATH (protocol version 2)",
-    )
-    run.add_argument(
-        "--verbose",
-        action="store_true",
-        help="stream the running commands' output lines to stderr as they come, each "
-        "prefixed with its call's id",
     )
     run.add_argument(
         "--record",
@@ -706,12 +740,22 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
         sandbox=args.sandbox,
         workspace_roots=args.workspace,
         network=args.network,
+        protected_paths=[*(args.protect or ()), *_outputs(args)],
         sandbox_private_tmp=args.sandbox_private_tmp,
         sandbox_required=args.sandbox_required,
         shell_env=args.shell_env,
         shell_env_allow=tuple(args.shell_env_allow or ()),
         shell_env_set=dict(args.shell_env_set or ()),
     )
+
+
+def _outputs(args: argparse.Namespace) -> list[str]:
+    """The files the command writes for the user (the recording, the dual output)."""
+    return [
+        path
+        for path in (getattr(args, "record", None), getattr(args, "dual_output", None))
+        if isinstance(path, str) and path != "-"
+    ]
 
 
 def _is_terminal(stream: TextIO | None) -> bool:
@@ -1017,7 +1061,7 @@ async def _run_watched(
     progress = RunProgress(
         events=adapter if args.output_format == "stream-json" else None,
         status=sys.stderr if _is_terminal(sys.stderr) else None,
-        verbose=sys.stderr if args.verbose else None,
+        verbose=sys.stderr if getattr(args, "verbose", False) else None,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_signals)

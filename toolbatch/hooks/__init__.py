@@ -19,6 +19,7 @@ from toolbatch.hooks._command import (
     CommandHook,
     CommandOutcome,
     HookFailed,
+    HookScriptChanged,
 )
 from toolbatch.hooks._events import (
     MAX_HOOK_ERROR_CHARS,
@@ -77,6 +78,7 @@ __all__ = [
     "HookEvent",
     "HookFailed",
     "HookOutcome",
+    "HookScriptChanged",
     "HookToolCall",
     "HookToolResponse",
     "PostToolBatchHook",

@@ -17,6 +17,11 @@ What a hook prints is bounded: stdout over ``max_output_bytes`` (default 1 MiB) 
 nested deeper than ``MAX_HOOK_JSON_DEPTH`` (32) is that hook's failure, logged, and changes
 nothing; the others answer as usual.
 
+The files the command runs (its script: ``bash .claude/hooks/guard.sh``) are fingerprinted
+when the hook is made (when settings are loaded) and checked before every run: a changed one
+is refused with :class:`HookScriptChanged`, which denies a PreToolUse call (and is told to
+the model after a PostToolUse), naming the file (``toolbatch.sandbox._pinning``).
+
 The process runs in its own session (process group) with only the documented default
 environment plus the hook's own ``env`` (hooks read from settings files get
 ``CLAUDE_PROJECT_DIR``, as Claude Code sets it); on timeout or cancellation the whole group
@@ -37,9 +42,9 @@ import anyio
 import structlog
 from anyio.abc import ByteReceiveStream, Process
 
-from toolbatch.errors import ConfigError, HookFailed
+from toolbatch.errors import ConfigError, HookFailed, HookScriptChanged
 from toolbatch.hooks._models import PostToolBatchInput, PostToolBatchOutput
-from toolbatch.sandbox import minimal_environment, stop_group
+from toolbatch.sandbox import ScriptPins, minimal_environment, stop_group
 from toolbatch.telemetry import child_environment
 
 __all__ = [
@@ -50,6 +55,7 @@ __all__ = [
     "CommandHook",
     "CommandOutcome",
     "HookFailed",
+    "HookScriptChanged",
     "hook_payload",
     "read_answer",
 ]
@@ -170,6 +176,8 @@ class CommandHook:
     env: Mapping[str, str] | None = field(default=None)
     cwd: str | os.PathLike[str] | None = None
     max_output_bytes: int = DEFAULT_MAX_HOOK_OUTPUT_BYTES
+    pins: ScriptPins = field(default_factory=ScriptPins, init=False, repr=False, compare=False)
+    """The fingerprints of the files it runs, taken when it was made."""
 
     def __post_init__(self) -> None:
         if isinstance(self.argv, str) or not self.argv:
@@ -197,6 +205,9 @@ class CommandHook:
                 f"CommandHook max_output_bytes must be a positive int, got "
                 f"{self.max_output_bytes!r}"
             )
+        object.__setattr__(
+            self, "pins", ScriptPins.of(self.argv, cwd=self.cwd, env=minimal_environment(self.env))
+        )
 
     @classmethod
     def shell(
@@ -237,7 +248,12 @@ class CommandHook:
         Raises:
             HookFailed: it could not start, timed out, printed too much, or failed (a code
                 other than 0 and 2) without a JSON answer on stdout.
+            HookScriptChanged: a file it runs changed since it was made; it did not run.
         """
+        reason = self.pins.changed()
+        if reason is not None:
+            log.warning("hooks.script_changed", hook=self.label, reason=reason)
+            raise HookScriptChanged(self.label, reason)
         try:
             process = await anyio.open_process(
                 list(self.argv),

@@ -31,7 +31,7 @@ import structlog
 from pydantic import JsonValue
 
 from toolbatch.errors import ConfigError
-from toolbatch.hooks._command import CommandHook, HookFailed, hook_payload
+from toolbatch.hooks._command import CommandHook, HookFailed, HookScriptChanged, hook_payload
 from toolbatch.hooks._events import (
     HookEvent,
     PostToolUseFailureInput,
@@ -187,6 +187,15 @@ async def _run_one(
     except TimeoutError:
         traced.failed("timeout")
         answer.failure = f"did not answer within {hook.timeout or default_timeout_s:g} s"
+    except HookScriptChanged as exc:
+        # Not a hook that failed but one that must not run: the call is answered with why.
+        traced.failed(type(exc).__name__)
+        if data.hook_event_name == "PreToolUse":
+            answer.output = ToolHookOutput(
+                permission_decision="deny", permission_decision_reason=str(exc)
+            )
+        else:
+            answer.output = ToolHookOutput(block_reason=str(exc))
     except HookFailed as exc:
         traced.failed(type(exc).__name__)
         answer.failure = str(exc)

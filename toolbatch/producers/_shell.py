@@ -22,10 +22,13 @@ What the model gets (``ToolResult.content``)
 
 Sandbox, environment, host death
     A ``ProcessPolicy`` (the producer's own, else ``context.process_policy``, else none)
-    decides the commands' environment and the Landlock sandbox they start in (from the
-    policy's confined spawner thread; see ``toolbatch.sandbox._policy``). With a required sandbox
-    that cannot be enforced, every call fails with ``"sandbox_unavailable"``. A failing
-    command whose output mentions a refused access ends with a note naming the sandbox.
+    decides the commands' environment and the sandbox they run in: under ``bwrap`` (their
+    own namespaces), started from the policy's Landlock-confined spawner thread (see
+    ``toolbatch.sandbox``). With a required sandbox that cannot be enforced, every call fails
+    with ``"sandbox_unavailable"``. A failing command whose output mentions a refused access
+    ends with a note naming the sandbox; one that looks offline while the network is off,
+    with a note saying how to allow it; one that created a protected name (``.git``,
+    ``.mcp.json``, ...) finds it removed, and a note says so.
     Every group is registered with the host reaper, so commands die with the host.
 
 Aborts keep the output
@@ -122,6 +125,20 @@ CLEANUP_S: Final = 5.0
 _ARG_NAMES: Final = ("command", "cwd", "timeout", "description")
 _DENIALS: Final = (b"permission denied", b"operation not permitted", b"read-only file system")
 """What a command prints when the sandbox (or anything else) refused it an access."""
+_OFFLINE: Final = (
+    b"could not resolve host",
+    b"couldn't resolve host",
+    b"network is unreachable",
+    b"temporary failure in name resolution",
+    b"unable to resolve host address",
+    b"name or service not known",
+    b"name resolution",
+    b"failed to establish a new connection",
+    b"no address associated with hostname",
+)
+"""What curl, wget, git, pip and friends print when there is no network."""
+_OFFLINE_EXIT_CODES: Final = {"curl": (6, 7), "wget": (4,)}
+"""curl 6/7 (cannot resolve, cannot connect) and wget 4 (network failure), even with ``-s``."""
 
 Reason: TypeAlias = Literal["exited", "timeout", "cancelled"]
 
@@ -144,6 +161,7 @@ class _Ending:
     stop: GroupStop | None = None
     pipe_held: bool = False
     background_stopped: bool = False
+    protected_created: tuple[Path, ...] = ()
 
 
 class _OutputForwarder:
@@ -539,7 +557,7 @@ class ShellProducer:
                 f"the environment and cwd",
                 type="invalid_args",
             )
-        result = self._result(kind, capture, saved, ending, policy)
+        result = self._result(kind, capture, saved, ending, policy, invocation.command)
         context.log.debug(
             "shell.finished",
             reason=ending.reason,
@@ -563,19 +581,29 @@ class ShellProducer:
         env: Mapping[str, str] | None = self._env
         if env is None and policy is not None:
             env = policy.environment
+        argv = [self._shell, "-c", invocation.command]
+        absent: tuple[Path, ...] = ()
         read_fd, write_fd = open_pipe()
         try:
+            seccomp_fd = policy.open_seccomp() if policy is not None else None
             try:
+                if policy is not None:
+                    argv = policy.command_argv(argv, cwd=invocation.cwd, seccomp_fd=seccomp_fd)
+                    absent = policy.absent_protected()
                 process = await open_group_process(
-                    [self._shell, "-c", invocation.command],
+                    argv,
                     stdout=write_fd,
                     stderr=subprocess.STDOUT,
                     cwd=invocation.cwd,
                     env=child_environment(env),
                     spawn_thread=policy.spawn_thread if policy is not None else None,
+                    namespaced=policy is not None and policy.namespaced,
+                    pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
                 )
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
+                if seccomp_fd is not None:
+                    os.close(seccomp_fd)
             settled = False
             try:
                 async with contextlib.AsyncExitStack() as stack:
@@ -612,6 +640,8 @@ class ShellProducer:
                     if not settled:
                         await stop_group(process, grace_s=self._kill_grace_s)
                     await process.aclose()
+                if absent and policy is not None:
+                    ending.protected_created = tuple(policy.remove_created(absent))
         finally:
             os.close(read_fd)
 
@@ -652,6 +682,7 @@ class ShellProducer:
         saved: Saved,
         ending: _Ending,
         policy: ProcessPolicy | None,
+        command: str,
     ) -> ToolResult:
         shown = render(
             kind,
@@ -662,15 +693,19 @@ class ShellProducer:
         )
         exit_line = self._exit_line(ending)
         notes = [*shown.notes, *self._ending_notes(ending)]
-        if (
-            policy is not None
-            and policy.sandbox != "off"
-            and ending.reason == "exited"
-            and ending.returncode != 0
-            and capture.mentions(_DENIALS)
-        ):
-            # The refusal the command printed may be the sandbox's: say which one applied.
-            notes.append(f"[{policy.describe()}]")
+        failed = ending.reason == "exited" and ending.returncode != 0
+        if policy is not None and policy.sandbox != "off" and failed:
+            if capture.mentions(_DENIALS):
+                # The refusal the command printed may be the sandbox's: say which one applied.
+                notes.append(f"[{policy.describe()}]")
+            if not policy.network and (
+                capture.mentions(_OFFLINE) or _offline_exit(command, ending.returncode)
+            ):
+                notes.append(
+                    "[the network is off in this sandbox, which may be why the command "
+                    "failed; the user can allow it with network=True (toolbatch run "
+                    "--network)]"
+                )
         preview = None
         if shown.excerpt is not None:
             # Notes and the exit line stay last in the preview, however it is cut later.
@@ -756,6 +791,12 @@ class ShellProducer:
 
     def _ending_notes(self, ending: _Ending) -> list[str]:
         notes = []
+        if ending.protected_created:
+            names = ", ".join(str(path) for path in ending.protected_created)
+            notes.append(
+                f"[the command created {names}, protected in this sandbox (the host or git "
+                f"would run what it holds); it was removed]"
+            )
         if ending.pipe_held:
             notes.append(
                 f"[output was read for {self._drain_s:g} s after the command ended, then "
@@ -764,6 +805,15 @@ class ShellProducer:
         if ending.background_stopped:
             notes.append("[processes the command left running in the background were stopped]")
         return notes
+
+
+def _offline_exit(command: str, returncode: int | None) -> bool:
+    """Whether ``returncode`` is curl's or wget's own "no network" code for this command."""
+    words = command.split()
+    for program, codes in _OFFLINE_EXIT_CODES.items():
+        if returncode in codes and any(os.path.basename(word) == program for word in words):
+            return True
+    return False
 
 
 def _compose(body: str, notes: list[str], exit_line: str) -> str:

@@ -6,10 +6,13 @@ keys). The model's shell commands get an environment chosen by a policy
 (:func:`shell_environment`, ``SchedulerConfig(shell_env=...)``):
 
 ``"inherit"`` (default)
-    The agent's environment minus every variable whose name contains ``KEY``, ``SECRET``,
-    ``TOKEN``, ``PASSWORD`` or ``CREDENTIAL`` (any case): ``env`` run by the model shows no
-    ``OPENAI_API_KEY`` or ``AWS_SECRET_ACCESS_KEY``. Codex's ``shell_environment_policy``
-    drops ``*KEY*``, ``*SECRET*`` and ``*TOKEN*`` the same way when asked to.
+    The agent's environment minus every variable that looks secret (:func:`looks_secret`):
+    a name containing ``KEY``, ``SECRET``, ``TOKEN``, ``PASSWORD`` or ``CREDENTIAL``, or
+    ending in ``_PAT`` or ``_DSN`` (any case), the OTLP exporter's headers, and any variable
+    whose value is a URL with a password (``postgres://user:pw@host/db``): ``env`` run by
+    the model shows no ``OPENAI_API_KEY``, ``GITHUB_PAT`` or ``DATABASE_URL``. Codex's
+    ``shell_environment_policy`` drops ``*KEY*``, ``*SECRET*`` and ``*TOKEN*`` the same way
+    when asked to.
 ``"minimal"``
     Only :data:`DEFAULT_INHERITED_ENV_VARS`, as MCP servers and command hooks get.
 ``"none"``
@@ -22,6 +25,7 @@ the agent's environment anyway, and ``overrides`` are set last.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Final, Literal, TypeAlias
@@ -40,6 +44,12 @@ ShellEnvMode: TypeAlias = Literal["inherit", "minimal", "none"]
 SHELL_ENV_MODES: Final[tuple[ShellEnvMode, ...]] = ("inherit", "minimal", "none")
 SECRET_NAME_PARTS: Final = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL")
 """A variable whose name contains one of these (any case) is not inherited by default."""
+SECRET_NAME_SUFFIXES: Final = ("_PAT", "_DSN")
+"""Nor one whose name ends in one of these (a personal access token, a Sentry-style DSN)."""
+SECRET_NAMES: Final = frozenset({"PAT", "DSN"})
+_SECRET_NAME_PATTERN: Final = re.compile(r"OTEL_EXPORTER_OTLP(_[A-Z]+)?_HEADERS")
+"""The OTLP exporter's headers carry the collector's API key."""
+_URL_WITH_PASSWORD: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]*@")
 
 DEFAULT_INHERITED_ENV_VARS: Final = (
     # identity, paths and locale
@@ -88,10 +98,21 @@ def minimal_environment(
     return env
 
 
-def looks_secret(name: str) -> bool:
-    """Whether ``name`` contains ``KEY``, ``SECRET``, ``TOKEN``, ``PASSWORD`` or ``CREDENTIAL``."""
+def looks_secret(name: str, value: str = "") -> bool:
+    """Whether a variable is kept from commands by default (see the module docstring).
+
+    ``name`` contains ``KEY``, ``SECRET``, ``TOKEN``, ``PASSWORD`` or ``CREDENTIAL``, ends in
+    ``_PAT`` or ``_DSN``, is ``OTEL_EXPORTER_OTLP_HEADERS`` (or a per-signal one), or
+    ``value`` holds a URL with a password.
+    """
     upper = name.upper()
-    return any(part in upper for part in SECRET_NAME_PARTS)
+    return (
+        any(part in upper for part in SECRET_NAME_PARTS)
+        or upper.endswith(SECRET_NAME_SUFFIXES)
+        or upper in SECRET_NAMES
+        or _SECRET_NAME_PATTERN.fullmatch(upper) is not None
+        or _URL_WITH_PASSWORD.search(value) is not None
+    )
 
 
 def shell_environment(
@@ -111,7 +132,7 @@ def shell_environment(
     """
     source = os.environ if inherited is None else inherited
     if mode == "inherit":
-        env = {name: value for name, value in source.items() if not looks_secret(name)}
+        env = {name: value for name, value in source.items() if not looks_secret(name, value)}
     elif mode == "minimal":
         env = minimal_environment(inherited=source)
     else:

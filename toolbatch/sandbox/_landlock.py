@@ -8,7 +8,11 @@ ruleset that handles only the write rights leaves reading and executing everywhe
 
 Rights by ABI (``landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)``):
 1 (Linux 5.13) the filesystem rights, 2 (5.19) ``REFER`` (cross-directory rename and link),
-3 (6.2) ``TRUNCATE``, 4 (6.7) TCP ``bind`` and ``connect``, 5 (6.10) device ``ioctl``.
+3 (6.2) ``TRUNCATE``, 4 (6.7) TCP ``bind`` and ``connect``, 5 (6.10) device ``ioctl``, 6 (6.12)
+scoping: no signal to, and no abstract UNIX socket of, a process outside the domain.
+
+A ruleset that handles no filesystem right leaves ``mount`` allowed, so a domain that only
+scopes and handles TCP can confine ``bwrap``, which must mount to build its namespaces.
 
 Only Linux has Landlock; everywhere else :func:`abi_version` is 0. The syscall numbers are the
 same on every architecture since Linux 5.1 unified new syscall numbers (alpha excepted).
@@ -32,6 +36,9 @@ __all__ = [
     "FS_WRITE_RIGHTS",
     "NET_ABI",
     "NET_RIGHTS",
+    "SCOPE_ABI",
+    "SCOPE_ABSTRACT_UNIX_SOCKET",
+    "SCOPE_SIGNAL",
     "abi_version",
     "allow_beneath",
     "create_ruleset",
@@ -80,6 +87,10 @@ FILE_RIGHTS: Final = (
 NET_RIGHTS: Final = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP
 NET_ABI: Final = 4
 """The first ABI that handles TCP bind and connect."""
+SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0
+SCOPE_SIGNAL: Final = 1 << 1
+SCOPE_ABI: Final = 6
+"""The first ABI that scopes signals and abstract UNIX sockets to the domain."""
 
 _FS_RIGHTS_BY_ABI: Final = {
     1: (1 << 13) - 1,
@@ -114,6 +125,7 @@ class _RulesetAttr(ctypes.Structure):
     _fields_ = (
         ("handled_access_fs", ctypes.c_uint64),
         ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
     )
 
 
@@ -172,14 +184,20 @@ def right_names(rights: int) -> list[str]:
     return [name for bit, name in _NAMES.items() if rights & bit]
 
 
-def create_ruleset(*, handled_fs: int, handled_net: int = 0) -> int:
-    """A new ruleset handling these rights; returns its file descriptor (close it).
+def create_ruleset(*, handled_fs: int, handled_net: int = 0, scoped: int = 0) -> int:
+    """A new ruleset handling these rights and scopes; returns its file descriptor (close it).
 
     Raises:
         OSError: Landlock refused (``EINVAL`` for a right this ABI does not know).
     """
-    attr = _RulesetAttr(handled_fs, handled_net)
-    size = ctypes.sizeof(attr) if handled_net else ctypes.sizeof(ctypes.c_uint64)
+    attr = _RulesetAttr(handled_fs, handled_net, scoped)
+    # The size names the fields an older kernel must understand: only those in use.
+    if scoped:
+        size = ctypes.sizeof(attr)
+    elif handled_net:
+        size = 2 * ctypes.sizeof(ctypes.c_uint64)
+    else:
+        size = ctypes.sizeof(ctypes.c_uint64)
     fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_long(size), ctypes.c_long(0))
     os.set_inheritable(fd, False)
     return fd

@@ -12,13 +12,37 @@ Modes (``SchedulerConfig(sandbox=...)``, ``--sandbox``):
 ``"off"``
     No confinement.
 
-Every mode may also write the terminal-like devices (``/dev/null``, ``/dev/tty``, ...). With
-``network=False`` TCP ``connect`` and ``bind`` are denied (Landlock ABI 4, Linux 6.7); other
-protocols (UDP, UNIX sockets) are not. A private temp dir (``toolbatch-sandbox-tmp-*``) is
-made on open, handed to commands as ``TMPDIR``, ``TMP`` and ``TEMP``, and removed on close.
+Every mode may also write the terminal-like devices (``/dev/null``, ``/dev/tty``, ...). The
+network is off by default (``network=True`` allows it). A private temp dir
+(``toolbatch-sandbox-tmp-*``) is made on open, handed to commands as ``TMPDIR``, ``TMP`` and
+``TEMP`` (and mounted on ``/tmp`` under bubblewrap), and removed on close.
 
-How it is enforced
-    With Landlock (``toolbatch.sandbox._landlock``), no external binary. The ruleset is built once,
+Protected paths stay read-only beneath the writable roots: ``PROTECTED_NAMES`` (``.git``,
+``.claude``, ``.mcp.json``, ...) in every workspace root, and ``protected_paths`` (the
+scheduler adds the settings and MCP files in use, the hooks' and servers' scripts, the
+recording and the artifact directories). A ``PROTECTED_NAMES`` entry that does not exist when
+a command starts and exists when it ends was created by the command: it is removed and the
+result says so (``git init`` included: a ``.git`` made by the model is a hook the user's next
+``git`` would run).
+
+How it is enforced, in layers
+    1. Namespaces (``toolbatch.sandbox._bubblewrap``): each command under its own ``bwrap``,
+       with its own PID, IPC and mount namespaces, and an empty network namespace when the
+       network is off; protected paths are read-only mounts.
+    2. Landlock (``toolbatch.sandbox._landlock``), inherited by everything inside: signals
+       and abstract UNIX sockets scoped to the sandbox (ABI 6) and, with the network off,
+       TCP ``connect`` and ``bind`` denied (ABI 4). A Landlock domain that handles
+       filesystem rights forbids ``mount``, which ``bwrap`` needs, so under bubblewrap the
+       write rules are the mounts'; applying Landlock's own after ``bwrap`` would need one
+       more ``exec`` per command (about 10 ms through Python).
+    Where bubblewrap is missing or cannot create namespaces, Landlock alone confines writes
+    (as below), and ``sandbox.partial`` says what that leaves open: the host's processes are
+    visible (and readable: ``/proc/<pid>/environ`` of the same user), protected paths are
+    writable (only fingerprinting, ``toolbatch.sandbox._pinning``, stops their use), and only
+    TCP is cut from the network.
+
+Landlock alone
+    No external binary. The ruleset is built once,
     when the policy is opened, and applied to one dedicated *spawner thread*: Landlock and
     ``no_new_privs`` confine a thread and everything it forks, so every command started from
     that thread, and every descendant of it, is confined from its first instruction, while
@@ -37,9 +61,9 @@ right the mode needs, opening the policy logs one warning (``sandbox.unavailable
 ``sandbox.partial``); commands then run with what can be enforced, or, with
 ``required=True``, every command is refused with that reason.
 
-What it does not do: it does not hide files from reading, limit CPU, memory or processes,
-or stop a process that leaves its group; command hooks and MCP servers are configured by
-the user, not chosen by the model, and are not sandboxed by it.
+What it does not do: it does not hide files from reading, limit CPU, memory or processes;
+command hooks and MCP servers are configured by the user, not chosen by the model, and are
+not sandboxed by it (their scripts are fingerprinted instead).
 """
 
 from __future__ import annotations
@@ -47,6 +71,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -62,6 +87,13 @@ import structlog
 
 from toolbatch.errors import ConfigError
 from toolbatch.sandbox import _landlock
+from toolbatch.sandbox._bubblewrap import (
+    PROTECTED_NAMES,
+    find_bubblewrap,
+    namespace_argv,
+    read_only_binds,
+    unix_socket_filter,
+)
 from toolbatch.sandbox._environment import SHELL_ENV_MODES, ShellEnvMode, shell_environment
 from toolbatch.sandbox._process import SpawnThread
 
@@ -69,6 +101,7 @@ __all__ = [
     "SANDBOX_MODES",
     "WRITABLE_DEVICES",
     "LandlockProbe",
+    "NamespacesProbe",
     "ProcessPolicy",
     "SandboxMode",
     "check_process_options",
@@ -93,6 +126,8 @@ WRITABLE_DEVICES: Final = (
 
 LandlockProbe: TypeAlias = Callable[[], int]
 """Returns the kernel's Landlock ABI version, 0 when there is none (tests simulate kernels)."""
+NamespacesProbe: TypeAlias = Callable[[], tuple[str | None, str | None]]
+"""Returns the ``bwrap`` to use, or ``None`` and why there is none (tests simulate hosts)."""
 
 _FS_NEEDED_ABI: Final = 3
 """The ABI that handles every write right (``TRUNCATE`` came in 3)."""
@@ -109,10 +144,13 @@ class ProcessPolicy:
 
     Attributes:
         sandbox: the mode asked for.
-        enforced: whether Landlock confines the commands.
+        enforced: whether the commands are confined (by namespaces, Landlock or both).
+        layers: the layers that confine them, e.g. ``("bubblewrap", "landlock")``.
         writable: the directories commands may write beneath (and ``WRITABLE_DEVICES``),
             when enforced.
-        network: whether TCP ``connect`` and ``bind`` are allowed.
+        protected: the paths kept read-only beneath them (those that exist are mounted
+            read-only; one a command creates is removed after it).
+        network: whether commands may reach the network.
         temp_dir: the private temp dir handed to commands as ``TMPDIR``, if any.
         required: refuse every command when the sandbox cannot be (fully) enforced.
         environment: the commands' complete environment (``None``: the agent's own).
@@ -121,7 +159,9 @@ class ProcessPolicy:
 
     sandbox: SandboxMode = "off"
     enforced: bool = False
+    layers: tuple[str, ...] = ()
     writable: tuple[Path, ...] = ()
+    protected: tuple[Path, ...] = ()
     network: bool = True
     temp_dir: Path | None = None
     required: bool = False
@@ -129,6 +169,68 @@ class ProcessPolicy:
     problem: str | None = None
     spawn_thread: SpawnThread | None = field(default=None, repr=False)
     """Where commands are started so that they are confined (``None``: anywhere)."""
+    wrapper: tuple[str, ...] = field(default=(), repr=False)
+    """The ``bwrap`` options each command runs under (``()``: no namespaces)."""
+    seccomp: bytes | None = field(default=None, repr=False)
+    """The seccomp program ``bwrap`` applies (no UNIX sockets while the network is off)."""
+
+    @property
+    def namespaced(self) -> bool:
+        """Whether each command runs in namespaces of its own (under ``bwrap``)."""
+        return bool(self.wrapper)
+
+    def command_argv(
+        self, argv: list[str], *, cwd: Path, seccomp_fd: int | None = None
+    ) -> list[str]:
+        """``argv`` as started in ``cwd`` under this policy: inside ``bwrap`` when
+        namespaced, with the protected paths that exist now mounted read-only and the
+        seccomp program read from ``seccomp_fd`` (from :meth:`open_seccomp`)."""
+        if not self.wrapper:
+            return argv
+        binds = read_only_binds(self.protected)
+        filters = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        # --chdir: bwrap would fall back to $HOME, silently, if cwd were not in the sandbox.
+        return [*self.wrapper, *binds, *filters, "--chdir", os.fspath(cwd), "--", *argv]
+
+    def open_seccomp(self) -> int | None:
+        """A pipe's read end holding :attr:`seccomp` for one ``bwrap`` (which reads it to the
+        end), or ``None`` without one; pass it to the child and close it after the spawn."""
+        if self.seccomp is None or not self.wrapper:
+            return None
+        read_fd, write_fd = os.pipe()
+        try:
+            os.write(write_fd, self.seccomp)  # a few hundred bytes: far below a pipe's size
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return read_fd
+
+    def absent_protected(self) -> tuple[Path, ...]:
+        """The ``PROTECTED_NAMES`` of the workspace roots that do not exist now: a command
+        must not create them. (Other protected paths are often the host's own output, made
+        later by the host itself: they are protected once they exist.)"""
+        if self.sandbox == "off":
+            return ()
+        return tuple(
+            path
+            for path in self.protected
+            if path.name in PROTECTED_NAMES and not os.path.lexists(path)
+        )
+
+    def remove_created(self, absent: Sequence[Path]) -> list[Path]:
+        """Remove those of ``absent`` that exist now (a command made them); returns them."""
+        created = [path for path in absent if os.path.lexists(path)]
+        for path in created:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        if created:
+            log.warning("sandbox.protected_created", paths=[str(path) for path in created])
+        return created
 
     def refusal(self) -> str | None:
         """Why every command must be refused (a required sandbox that is missing), if so."""
@@ -136,8 +238,8 @@ class ProcessPolicy:
             return None
         return (
             f"the {self.sandbox} sandbox is required but cannot be enforced here: "
-            f"{self.problem}; run on Linux 6.7 or newer with Landlock enabled, or drop "
-            f"sandbox_required (--sandbox-required) to run commands without it"
+            f"{self.problem}; install bubblewrap and run on Linux 6.7 or newer with Landlock "
+            f"enabled, or drop sandbox_required (--sandbox-required) to run commands without it"
         )
 
     def describe(self) -> str:
@@ -147,8 +249,18 @@ class ProcessPolicy:
         if not self.enforced:
             return f"sandbox: none ({self.sandbox} was asked for, but {self.problem})"
         places = ", ".join(str(path) for path in self.writable)
-        network = "network allowed" if self.network else "TCP connect and bind denied"
-        line = f"sandbox: {self.sandbox}; writes allowed only under {places}; {network}"
+        if self.network:
+            network = "network allowed"
+        elif self.namespaced:
+            network = "network off"
+        else:
+            network = "TCP connect and bind denied"
+        layers = " + ".join(self.layers)
+        protected = ", protected paths read-only" if self.namespaced else ""
+        line = (
+            f"sandbox: {self.sandbox} ({layers}); writes allowed only under {places}"
+            f"{protected}; {network}"
+        )
         if self.problem is not None:
             line += f"; not enforced: {self.problem}"
         return line
@@ -227,7 +339,7 @@ def check_process_options(
                 raise ConfigError(
                     f"workspace_roots holds {root!r}, not a directory path; give paths"
                 )
-    _check_bool("network", network, "False denies TCP connect and bind")
+    _check_bool("network", network, "True lets commands reach the network, False cuts it")
     _check_bool("sandbox_private_tmp", private_tmp, "True gives commands a private temp dir")
     _check_bool("sandbox_required", required, "True refuses commands without a sandbox")
     if shell_env not in SHELL_ENV_MODES:
@@ -279,7 +391,8 @@ def open_process_policy(
     sandbox: SandboxMode = "workspace-write",
     workspace_roots: Sequence[str | os.PathLike[str]] | None = None,
     writable_dirs: Sequence[str | os.PathLike[str]] = (),
-    network: bool = True,
+    protected_paths: Sequence[str | os.PathLike[str]] = (),
+    network: bool = False,
     private_tmp: bool = False,
     required: bool = False,
     shell_env: ShellEnvMode = "inherit",
@@ -287,6 +400,7 @@ def open_process_policy(
     shell_env_set: Mapping[str, str] | None = None,
     inherited_env: Mapping[str, str] | None = None,
     landlock_probe: LandlockProbe = _landlock.abi_version,
+    namespaces_probe: NamespacesProbe = find_bubblewrap,
 ) -> Iterator[ProcessPolicy]:
     """Resolve the options once into a :class:`ProcessPolicy`; close it when done.
 
@@ -294,9 +408,11 @@ def open_process_policy(
         sandbox: ``"workspace-write"``, ``"read-only"`` or ``"off"`` (module docstring).
         workspace_roots: where ``workspace-write`` commands may write (default: the current
             directory); each must be an existing directory.
-        writable_dirs: also writable in ``workspace-write`` (the artifact directories);
-            those that do not exist yet are skipped.
-        network: ``False`` denies TCP connect and bind.
+        writable_dirs: also writable in ``workspace-write``; those that do not exist yet are
+            skipped.
+        protected_paths: kept read-only beneath the writable roots, beside
+            ``PROTECTED_NAMES`` in each workspace root.
+        network: ``True`` lets commands reach the network (default: off).
         private_tmp: in ``workspace-write``, a private temp dir instead of the system's.
         required: refuse every command when the sandbox cannot be fully enforced.
         shell_env: ``"inherit"``, ``"minimal"`` or ``"none"`` (``toolbatch.sandbox._environment``).
@@ -304,6 +420,7 @@ def open_process_policy(
         shell_env_set: variables set for every command.
         inherited_env: the agent's environment (default ``os.environ``, read once here).
         landlock_probe: how the Landlock ABI is found (tests simulate other kernels).
+        namespaces_probe: how ``bwrap`` is found and checked (tests simulate its absence).
 
     Raises:
         ConfigError: an option is malformed or a workspace root is not a directory.
@@ -340,33 +457,54 @@ def open_process_policy(
         if temp_dir is not None:
             writable.append(temp_dir)
         writable = list(dict.fromkeys(writable))
+        protected = [root / name for root in roots for name in PROTECTED_NAMES]
+        protected.extend(_protected(protected_paths))
         policy = ProcessPolicy(
             sandbox=sandbox,
+            protected=tuple(dict.fromkeys(protected)),
             network=network,
             temp_dir=temp_dir,
             required=required,
             environment=MappingProxyType(environment),
         )
         if sandbox != "off":
-            policy = _confine(policy, writable, landlock_probe, stack)
+            policy = _confine(policy, writable, landlock_probe, namespaces_probe, stack)
         yield policy
+
+
+def _protected(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Each path as given (absolute) and, for a symlink, where it leads."""
+    found = []
+    for raw in paths:
+        path = Path(raw).expanduser().absolute()
+        found.append(path)
+        if path.is_symlink():
+            found.append(path.resolve())
+    return found
 
 
 def _confine(
     policy: ProcessPolicy,
     writable: list[Path],
     probe: LandlockProbe,
+    namespaces_probe: NamespacesProbe,
     stack: contextlib.ExitStack,
 ) -> ProcessPolicy:
-    """``policy`` with its confined spawner thread, or with the reason there is none."""
+    """``policy`` with its layers (namespaces, Landlock), or with the reason there are none."""
     abi = probe()
+    bwrap, no_namespaces = namespaces_probe()
+    if bwrap is not None:
+        return _namespaced(policy, writable, bwrap, abi, stack)
     consequence = (
         "every shell command is refused (sandbox_required)"
         if policy.required
         else "shell commands run without it"
     )
     if abi <= 0:
-        problem = "Landlock is not available on this kernel (Linux 5.13+ with Landlock enabled)"
+        problem = (
+            f"Landlock is not available on this kernel (Linux 5.13+ with Landlock enabled) "
+            f"and {no_namespaces}"
+        )
         log.warning(
             "sandbox.unavailable", mode=policy.sandbox, reason=problem, consequence=consequence
         )
@@ -384,7 +522,9 @@ def _confine(
         else:
             missing.append("TCP connect and bind (network=False)")
     try:
-        ruleset = _landlock.create_ruleset(handled_fs=handled_fs, handled_net=handled_net)
+        ruleset = _landlock.create_ruleset(
+            handled_fs=handled_fs, handled_net=handled_net, scoped=_scopes(abi)
+        )
         try:
             for path in writable:
                 _landlock.allow_beneath(ruleset, path, handled_fs)
@@ -396,24 +536,30 @@ def _confine(
         finally:
             os.close(ruleset)
     except OSError as exc:
-        refused = f"Landlock refused the ruleset ({exc})"
+        refused = f"Landlock refused the ruleset ({exc}) and {no_namespaces}"
         log.warning(
             "sandbox.unavailable", mode=policy.sandbox, reason=refused, consequence=consequence
         )
         return dataclasses.replace(policy, problem=refused)
     stack.callback(thread.close)
-    partial = None
+    partial = (
+        f"no namespaces, {no_namespaces}: commands see and read the host's processes, "
+        f"protected paths are writable (a changed hook or MCP server script is still "
+        f"refused), and only TCP is cut from the network"
+    )
     if missing:
-        partial = f"Landlock ABI {abi} cannot enforce {' or '.join(missing)}"
-        log.warning(
-            "sandbox.partial",
-            mode=policy.sandbox,
-            reason=partial,
-            consequence=consequence if policy.required else "the rest is enforced",
-        )
-    log.debug(
+        partial += f"; Landlock ABI {abi} cannot enforce {' or '.join(missing)}"
+    log.warning(
+        "sandbox.partial",
+        mode=policy.sandbox,
+        layers=["landlock"],
+        reason=partial,
+        consequence=consequence if policy.required else "the rest is enforced",
+    )
+    log.info(
         "sandbox.ready",
         mode=policy.sandbox,
+        layers=["landlock"],
         abi=abi,
         writable=[str(path) for path in writable],
         network=policy.network,
@@ -421,7 +567,79 @@ def _confine(
     return dataclasses.replace(
         policy,
         enforced=True,
+        layers=("landlock",),
         writable=tuple(writable),
         problem=partial,
         spawn_thread=thread,
+    )
+
+
+def _scopes(abi: int) -> int:
+    """What Landlock scopes to the sandbox on this ABI: signals and abstract sockets (6+)."""
+    if abi < _landlock.SCOPE_ABI:
+        return 0
+    return _landlock.SCOPE_SIGNAL | _landlock.SCOPE_ABSTRACT_UNIX_SOCKET
+
+
+def _namespaced(
+    policy: ProcessPolicy,
+    writable: list[Path],
+    bwrap: str,
+    abi: int,
+    stack: contextlib.ExitStack,
+) -> ProcessPolicy:
+    """``policy`` under bubblewrap, with Landlock's scopes (and TCP rules) inside when the
+    kernel has them: a ruleset without filesystem rights leaves ``bwrap`` free to mount."""
+    wrapper = namespace_argv(
+        bwrap,
+        writable=writable,
+        network=policy.network,
+        private_tmp=policy.temp_dir,
+    )
+    handled_net = _landlock.NET_RIGHTS if not policy.network and abi >= _landlock.NET_ABI else 0
+    scoped = _scopes(abi)
+    layers = ["bubblewrap"]
+    seccomp = None if policy.network else unix_socket_filter()
+    if seccomp is None and not policy.network:
+        log.warning(
+            "sandbox.partial",
+            mode=policy.sandbox,
+            reason=f"no seccomp filter for {platform.machine()}: commands may connect to UNIX "
+            f"socket files they can see (docker.sock, an ssh-agent's)",
+            consequence="the rest is enforced",
+        )
+    thread = None
+    if handled_net or scoped:
+        try:
+            ruleset = _landlock.create_ruleset(handled_fs=0, handled_net=handled_net, scoped=scoped)
+            try:
+                thread = _ConfinedThread.start(ruleset)
+            finally:
+                os.close(ruleset)
+        except OSError as exc:
+            # The namespaces hold alone: every right this layer adds, they enforce too.
+            log.warning("sandbox.landlock_refused", error=str(exc), layers=layers)
+        else:
+            stack.callback(thread.close)
+            layers.append("landlock")
+    if seccomp is not None:
+        layers.append("seccomp")
+    log.info(
+        "sandbox.ready",
+        mode=policy.sandbox,
+        layers=layers,
+        abi=abi,
+        bwrap=bwrap,
+        writable=[str(path) for path in writable],
+        protected=[str(path) for path in policy.protected if os.path.lexists(path)],
+        network=policy.network,
+    )
+    return dataclasses.replace(
+        policy,
+        enforced=True,
+        layers=tuple(layers),
+        writable=tuple(writable),
+        spawn_thread=thread,
+        wrapper=wrapper,
+        seccomp=seccomp,
     )

@@ -14,8 +14,16 @@ for it on a pidfd, so it can be started from another thread (a sandbox's confine
 see ``toolbatch.sandbox._policy``) and needs no child-watcher thread; its group is registered with
 the host reaper (``toolbatch.sandbox._reaper``), so it dies with the host even on ``kill -9``.
 
-Limits, by design: a descendant that leaves the group (``setsid``, ``setpgid``) cannot be
-found this way; catching those needs a cgroup (``cgroup.kill``) or
+A command started under bubblewrap (``namespaced=True``) is a tree instead: the outer
+``bwrap`` (the group leader the host started), its init (pid 1 of the command's PID
+namespace) and the command beneath it, in a session of its own. :func:`stop_group` then sends
+SIGTERM and SIGCONT to every process beneath the init (found by parent pid in /proc, so a
+``setsid`` escapee is found too), waits the grace, and SIGKILLs the outer ``bwrap`` and the
+init, which takes the whole namespace with it. Killing the outer ``bwrap`` alone (the reaper
+does) has the same effect through ``--die-with-parent``.
+
+Limits, by design: outside a namespace, a descendant that leaves the group (``setsid``,
+``setpgid``) cannot be found this way; catching those needs a cgroup (``cgroup.kill``) or
 ``prctl(PR_SET_CHILD_SUBREAPER)`` plus reaping, both process-wide decisions a library does
 not make for its host. Orphaned members that died are re-parented to PID 1; if PID 1 does
 not reap (some container inits do not), they stay as zombies, which hold a pid and nothing
@@ -49,6 +57,7 @@ __all__ = [
     "group_members",
     "open_group_process",
     "open_pipe",
+    "sandboxed_members",
     "signal_group",
     "stop_group",
     "wait_group_gone",
@@ -101,8 +110,10 @@ class GroupProcess(anyio.abc.Process):
     Linux, or older than 5.3) :meth:`wait` blocks a worker thread instead.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], *, namespaced: bool = False) -> None:
         self._popen = popen
+        self.namespaced = namespaced
+        """Whether ``popen`` is an outer ``bwrap`` and the command runs beneath its init."""
         self._pidfd: int | None = None
         pidfd_open = getattr(os, "pidfd_open", None)
         if pidfd_open is not None:
@@ -177,13 +188,17 @@ async def open_group_process(
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     spawn_thread: SpawnThread | None = None,
+    namespaced: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> GroupProcess:
     """Start ``argv`` as the leader of a new session and process group, stdin from /dev/null.
 
     ``stdout``/``stderr`` are file descriptors (or ``subprocess.STDOUT`` for ``stderr``).
     ``spawn_thread`` starts it from another thread (whose restrictions it inherits); by
-    default it starts from this one. Stop it with :func:`stop_group`, never with
-    ``Process.kill()`` alone, then ``aclose()`` it.
+    default it starts from this one. ``pass_fds`` stay open in the child. ``namespaced``:
+    ``argv`` is a ``bwrap`` command line (see the module docstring for how it is stopped).
+    Stop it with :func:`stop_group`, never with ``Process.kill()`` alone, then ``aclose()``
+    it.
 
     Raises:
         OSError: the program could not be started (not found, not executable, bad ``cwd``).
@@ -199,13 +214,14 @@ async def open_group_process(
             cwd=cwd,
             env=env,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
         reap_with_host(popen.pid)  # at once, in the spawning thread: the narrowest window
         return popen
 
     ensure_reaper()
     popen = start() if spawn_thread is None else await spawn_thread.run(start)
-    return GroupProcess(popen)
+    return GroupProcess(popen, namespaced=namespaced)
 
 
 def signal_group(pgid: int, signum: int) -> bool:
@@ -245,6 +261,73 @@ def group_members(pgid: int) -> list[int]:
         if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             members.append(int(name))
     return members
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every live (not zombie) process by parent pid, from /proc."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir(_PROC)
+    except OSError:
+        return children
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{_PROC}/{name}/stat", "rb") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split(maxsplit=2)
+        if len(fields) >= 2 and fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(int(name))
+    return children
+
+
+def sandboxed_members(leader: int) -> tuple[list[int], list[int]]:
+    """``(inits, members)`` of the ``bwrap`` started as ``leader``: its children (the init of
+    the command's PID namespace) and every live process beneath them."""
+    children = _children_by_parent()
+    inits = children.get(leader, [])
+    members: list[int] = []
+    pending = [pid for init in inits for pid in children.get(init, [])]
+    while pending:
+        pid = pending.pop()
+        members.append(pid)
+        pending.extend(children.get(pid, []))
+    return inits, members
+
+
+def _signal_each(pids: Sequence[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+async def _stop_namespace(process: GroupProcess, *, grace_s: float) -> GroupStop:
+    """:func:`stop_group` for a command under ``bwrap`` (see the module docstring)."""
+    leader = process.pid
+    terminated = False
+    _, members = await anyio.to_thread.run_sync(sandboxed_members, leader)
+    if members:
+        _signal_each(members, signal.SIGTERM)
+        _signal_each(members, signal.SIGCONT)
+        terminated = True
+        delay = GROUP_POLL_MIN_S
+        with anyio.move_on_after(grace_s):
+            while (await anyio.to_thread.run_sync(sandboxed_members, leader))[1]:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, GROUP_POLL_MAX_S)
+    killed = False
+    if await group_alive(leader):
+        inits, members = await anyio.to_thread.run_sync(sandboxed_members, leader)
+        # The init's death kills its namespace; the outer bwrap would take it too.
+        _signal_each(inits, signal.SIGKILL)
+        killed = signal_group(leader, signal.SIGKILL) and bool(members)
+    await process.wait()
+    if terminated or killed:
+        log.debug("process.namespace_stopped", pid=leader, terminated=terminated, killed=killed)
+    return GroupStop(terminated=terminated, killed=killed)
 
 
 async def group_alive(pgid: int) -> bool:
@@ -288,6 +371,8 @@ async def stop_group(process: anyio.abc.Process, *, grace_s: float) -> GroupStop
     members up to ``KILL_SETTLE_S`` to disappear. Safe to call again (on an empty group it
     only reaps). Bound it with a scope; run it shielded in cleanup.
     """
+    if isinstance(process, GroupProcess) and process.namespaced:
+        return await _stop_namespace(process, grace_s=grace_s)
     pgid = process.pid
     terminated = False
     if await group_alive(pgid):

@@ -89,6 +89,7 @@ from toolbatch.scheduler._gate import (
     refusal,
 )
 from toolbatch.scheduler._pending import PendingTurn
+from toolbatch.scheduler._protection import session_protected_paths
 from toolbatch.scheduler._registry import Registry
 from toolbatch.telemetry import CallTelemetry, begin_turn, call_scope, current_turn
 
@@ -186,11 +187,15 @@ class SchedulerConfig:
         session_id: passed to hooks and recorded.
         sandbox: what the model's shell commands may write: ``"workspace-write"`` (the
             workspace roots, the artifact directories and the system temp dir),
-            ``"read-only"`` (a private temp dir only) or ``"off"``; enforced with Landlock
-            (see ``toolbatch.producers.open_process_policy``).
+            ``"read-only"`` (a private temp dir only) or ``"off"``; enforced with bubblewrap's
+            namespaces and Landlock (see ``toolbatch.producers.open_process_policy``).
         workspace_roots: the directories ``workspace-write`` commands may write (``None``:
             the current directory when the scheduler opens).
-        network: ``False`` denies the commands TCP connect and bind.
+        network: ``True`` lets the commands reach the network (default: off).
+        protected_paths: files and directories kept read-only from the commands, beside
+            ``.git``, ``.claude``, ``.mcp.json``, ``.vscode``, ``.codex`` and ``.toolbatch``
+            in every workspace root, the settings and MCP files, the hooks' and servers'
+            scripts and the artifact directories (``toolbatch.scheduler._protection``).
         sandbox_private_tmp: ``workspace-write`` commands get a private temp dir instead of
             the system's.
         sandbox_required: refuse every shell command when the sandbox cannot be enforced
@@ -217,7 +222,8 @@ class SchedulerConfig:
     session_id: str | None = None
     sandbox: SandboxMode = "workspace-write"
     workspace_roots: Sequence[str | os.PathLike[str]] | None = None
-    network: bool = True
+    network: bool = False
+    protected_paths: Sequence[str | os.PathLike[str]] = ()
     sandbox_private_tmp: bool = False
     sandbox_required: bool = False
     shell_env: ShellEnvMode = "inherit"
@@ -272,6 +278,16 @@ class SchedulerConfig:
             shell_env_allow=self.shell_env_allow,
             shell_env_set=self.shell_env_set,
         )
+        if isinstance(self.protected_paths, str | bytes | os.PathLike) or not isinstance(
+            self.protected_paths, Sequence
+        ):
+            raise ConfigError(
+                f"protected_paths must be a list of paths, got {self.protected_paths!r}; wrap "
+                f"a single path in a list"
+            )
+        for path in self.protected_paths:
+            if not isinstance(path, str | os.PathLike) or not os.fspath(path):
+                raise ConfigError(f"protected_paths holds {path!r}, not a path; give paths")
         if self.mcp_startup_timeout is not None:
             _check_positive("mcp_startup_timeout", self.mcp_startup_timeout)
         if self.permission_mode is not None and self.permission_mode not in get_args(
@@ -606,7 +622,9 @@ class ToolScheduler:
                 open_process_policy(
                     sandbox=self.config.sandbox,
                     workspace_roots=self.config.workspace_roots,
-                    writable_dirs=(self._store.root, self._store.fallback_dir),
+                    protected_paths=session_protected_paths(
+                        self.config, (self._store.root, self._store.fallback_dir)
+                    ),
                     network=self.config.network,
                     private_tmp=self.config.sandbox_private_tmp,
                     required=self.config.sandbox_required,

@@ -53,6 +53,7 @@ from toolbatch.producers.mcp._limits import (
     oversized_failure_message,
 )
 from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
+from toolbatch.sandbox import ScriptPins
 
 __all__ = [
     "DEFAULT_START_TIMEOUT_S",
@@ -171,6 +172,13 @@ class McpConnection:
         self._closing = False
         self._wanted: anyio.Event | None = None
         self._running: anyio.CancelScope | None = None
+        # What the host runs is what the user configured: the server's script is checked
+        # against these fingerprints before every (re)start (toolbatch.sandbox._pinning).
+        self.pins = (
+            ScriptPins.of([config.command, *config.args], cwd=config.cwd, env=config.env)
+            if isinstance(config, StdioServerConfig)
+            else ScriptPins()
+        )
 
     @property
     def failure(self) -> McpError | None:
@@ -375,6 +383,12 @@ class McpConnection:
         config = self.config
         handler = functools.partial(self._on_message, generation)
         if isinstance(config, StdioServerConfig):
+            changed = self.pins.changed()
+            if changed is not None:
+                log.warning("mcp.script_changed", server=self.name, reason=changed)
+                raise McpError(
+                    f"MCP server {self.name!r} was not started: {changed}", server=self.name
+                )
             async with open_stdio_transport(
                 self._with_env_file(config),
                 server=self.name,
