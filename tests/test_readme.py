@@ -3,6 +3,8 @@ against local fake APIs), every example has its line, and they print what it sho
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import os
 import re
@@ -190,3 +192,148 @@ def test_every_example_has_its_command_in_the_readme() -> None:
             f"examples/{example.name} has no command in the README: add a "
             f"`$ python examples/{example.name} ...` line to a console block"
         )
+
+
+# -- every type the README names, with its import ---------------------------------------------
+
+# Backticked words that are not Python names: Claude Code's hook events and tool names, a
+# docstring section, units.
+NOT_PYTHON_NAMES = frozenset(
+    {
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PostToolBatch",
+        "Bash",
+        "Read",
+        "Edit",
+        "WebFetch",
+        "Args",
+        "MiB",
+        "GiB",
+    }
+)
+# Dotted backticked names that are span and attribute names (toolbatch/telemetry/README.md).
+TELEMETRY_NAMES = frozenset({"toolbatch.turn", "toolbatch.call.status"})
+
+
+def _inline_spans() -> list[str]:
+    """The README's inline code spans, outside fenced blocks (a span may wrap a line)."""
+    prose = re.sub(r"```.*?```", "", (ROOT / "README.md").read_text(), flags=re.S)
+    return re.findall(r"`([^`]+)`", prose)
+
+
+def _python_blocks() -> list[ast.Module]:
+    readme = (ROOT / "README.md").read_text()
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # the snippets may await
+    return [
+        compile(block, "README.md", "exec", flags=flags)
+        for block in re.findall(r"```python\n(.*?)```", readme, re.S)
+    ]
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _stated_paths() -> set[str]:
+    """Every import path the README states: `toolbatch.x.Y` in a code span, and in its python
+    blocks each `from toolbatch.x import Y` and each `toolbatch.Y` used."""
+    paths = {
+        match.group(0)
+        for span in _inline_spans()
+        for match in re.finditer(r"\btoolbatch(?:\.[A-Za-z_]\w*)+", span)
+    }
+    for module in _python_blocks():
+        for node in ast.walk(module):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolbatch"):
+                paths |= {f"{node.module}.{alias.name}" for alias in node.names}
+            elif isinstance(node, ast.Attribute):
+                dotted = _dotted(node)
+                if dotted and dotted.startswith("toolbatch."):
+                    paths.add(dotted)
+    return paths - TELEMETRY_NAMES
+
+
+def _named_types() -> dict[str, set[str]]:
+    """Each capitalised name in a code span, with the attributes used on it (`Turn.parts`).
+
+    A span that reads as a message (`Permission denied`, `Tool output truncated.`) names
+    nothing; builtins (`None`, `RecursionError`) need no import.
+    """
+    named: dict[str, set[str]] = {}
+    for span in _inline_spans():
+        if re.match(r"[A-Z][a-z]+\s+[a-z]", span):
+            continue
+        for match in re.finditer(r"(?<![\w.])([A-Z]\w*[a-z]\w*)(?:\.([a-z_]\w*))?", span):
+            name, attribute = match.groups()
+            if name in NOT_PYTHON_NAMES or hasattr(builtins, name):
+                continue
+            named.setdefault(name, set()).update([attribute] if attribute else [])
+    return named
+
+
+RESOLVE = """
+import importlib, json, sys
+
+problems = []
+for path, attributes in json.load(sys.stdin):
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        break
+    module, rest = value, parts[cut:]
+    if rest and rest[0] not in getattr(module, "__all__", [rest[0]]):
+        problems.append(f"{path}: {rest[0]!r} is not in {module.__name__}.__all__")
+        continue
+    try:
+        for name in rest:
+            value = getattr(value, name)
+    except AttributeError:
+        problems.append(f"{path}: no such name")
+        continue
+    classes = getattr(value, "__mro__", ())
+    fields = {key for cls in classes for key in vars(cls).get("__annotations__", {})}
+    for attribute in attributes:
+        if not hasattr(value, attribute) and attribute not in fields:
+            problems.append(f"{path}.{attribute}: no such attribute")
+print(json.dumps(problems))
+"""
+
+
+def test_every_type_the_readme_names_is_stated_with_an_import_that_works() -> None:
+    """Each backticked type has its import path in the README (`toolbatch.x.Y`, or an import
+    in a python block), and every stated path imports a public name, its attributes too."""
+    stated = _stated_paths()
+    # The module map names the private bottom layer (`toolbatch._core`); nothing imports it.
+    private = sorted(path for path in stated - {"toolbatch._core"} if "._" in path)
+    assert not private, f"the README states private paths {private}: name the public package"
+    where = {path.rsplit(".", 1)[1]: path for path in sorted(stated)}
+    named = _named_types()
+    unstated = sorted(name for name in named if name not in where)
+    assert not unstated, (
+        f"the README names {unstated} without saying where to import them from: write each "
+        "once as `toolbatch.<package>.<Name>` or import it in the README's python block of "
+        "imports"
+    )
+    checks = [[path, sorted(named.get(path.rsplit(".", 1)[1], ()))] for path in sorted(stated)]
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE],
+        input=json.dumps(checks),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    problems = json.loads(done.stdout.splitlines()[-1])
+    assert not problems, f"the README states imports that do not work: {problems}"
