@@ -1,12 +1,31 @@
-"""The README's quickstart is real: it runs as written and does what the text says."""
+"""The README is real: its quickstart and every `$` line run as written (the model loops
+against local fake APIs), every example has its line, and they print what it shows."""
 
 from __future__ import annotations
 
+import ast
+import builtins
+import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_model_apis import (
+    Call,
+    FakeApi,
+    anthropic_answer,
+    chat_answer,
+    fake_api,
+    responses_answer,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,46 +66,274 @@ def test_readme_names_the_two_commands() -> None:
     assert "make test" in head
 
 
-def _console_sessions() -> list[tuple[list[str], list[str]]]:
-    """Each console block of the README that shows commands: its commands and shown output."""
+@dataclass(frozen=True)
+class ConsoleBlock:
+    """One console block that shows commands, as a reader's shell runs it."""
+
+    setup: list[str]  # `source` / `export` lines of earlier blocks: the shell is still set up
+    commands: list[str]
+    shown: list[str]
+
+
+def _console_blocks() -> list[ConsoleBlock]:
+    """Each console block of the README that shows commands, in order."""
     readme = (ROOT / "README.md").read_text()
-    sessions = []
+    blocks: list[ConsoleBlock] = []
+    setup: list[str] = []
     for block in re.findall(r"```console\n(.*?)```", readme, re.S):
         lines = block.splitlines()
         commands = [line[2:] for line in lines if line.startswith("$ ")]
         if commands:
             shown = [line for line in lines if line.strip() and not line.startswith("$ ")]
-            sessions.append((commands, shown))
-    return sessions
+            blocks.append(ConsoleBlock(list(setup), commands, shown))
+            setup += [c for c in commands if c.startswith(("source ", "export "))]
+    return blocks
 
 
-def test_every_readme_command_runs_as_written_and_prints_what_it_shows(tmp_path: Path) -> None:
-    """A newcomer's shell: each `$` line runs from the checkout (venv activation included)."""
-    sessions = _console_sessions()
-    assert sessions, "the README shows no commands to run"
-    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
-    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # a fresh shell: .venv is not on PATH yet
+BLOCKS = _console_blocks()
+
+# The examples that call a model API, the fake that answers them and the path it is sent to.
+MODEL_LOOPS = {
+    "openai_loop.py": ("openai", "/v1/chat/completions"),
+    "openai_responses_loop.py": ("openai", "/v1/responses"),
+    "anthropic_loop.py": ("anthropic", "/v1/messages"),
+}
+LOOP_CALLS: list[Call] = [
+    ("call_a", "run_shell_command", json.dumps({"command": "seq 1 50000"})),
+    ("call_b", "word_count", json.dumps({"text": "one two three"})),
+]
+
+
+def _openai_answer(calls: list[Call]) -> Any:
+    """One OpenAI base URL answering both Chat Completions and Responses, as the real one."""
+    chat, responses = chat_answer(calls, final="answer"), responses_answer(calls, final="answer")
+    return lambda body: (responses if "input" in body else chat)(body)
+
+
+@contextmanager
+def _fake_model_apis() -> Iterator[dict[str, FakeApi]]:
+    with (
+        fake_api(_openai_answer(LOOP_CALLS), prefix="/v1") as openai,
+        fake_api(anthropic_answer(LOOP_CALLS, final="answer")) as anthropic,
+    ):
+        yield {"openai": openai, "anthropic": anthropic}
+
+
+def _reader_environment(tmp_path: Path, apis: dict[str, FakeApi]) -> dict[str, str]:
+    """A fresh shell (no venv on PATH) whose API variables point at the local fakes."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key != "VIRTUAL_ENV" and not key.startswith(("OPENAI_", "ANTHROPIC_"))
+    }
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env["TOOLBATCH_STATE_DIR"] = str(tmp_path / "state")
-    for commands, shown in sessions:
-        runnable = [command for command in commands if not command.startswith("make ")]
-        script = "set -euo pipefail\n" + "\n".join(runnable) + "\n"
+    env["TMPDIR"] = str(tmp_path)
+    env["OPENAI_API_KEY"] = "sk-readme"
+    env["OPENAI_BASE_URL"] = apis["openai"].url
+    env["ANTHROPIC_API_KEY"] = "sk-ant-readme"
+    env["ANTHROPIC_BASE_URL"] = apis["anthropic"].url
+    return env
+
+
+def test_the_readme_shows_commands() -> None:
+    """The README has console blocks of commands to run."""
+    assert BLOCKS, "the README shows no commands to run"
+
+
+@pytest.mark.parametrize(
+    "block", [pytest.param(b, id=f"block{n}") for n, b in enumerate(BLOCKS, 1)]
+)
+def test_every_readme_command_runs_as_written_and_prints_what_it_shows(
+    block: ConsoleBlock, tmp_path: Path
+) -> None:
+    """A newcomer's shell: each `$` line runs from the checkout (venv activation included),
+    the model loops against local fake APIs."""
+    runnable = [command for command in block.commands if not command.startswith("make ")]
+    script = "set -euo pipefail\n" + "\n".join([*block.setup, *runnable]) + "\n"
+    with _fake_model_apis() as apis:
         done = subprocess.run(
             ["bash", "-c", script],
             capture_output=True,
             text=True,
             timeout=180,
             cwd=ROOT,
-            env=env,
+            env=_reader_environment(tmp_path, apis),
             check=False,
         )
-        assert done.returncode == 0, f"{runnable}\n{done.stdout}\n{done.stderr}"
-        if all("toolbatch " in command for command in runnable):
-            # A toolbatch example shows every line it prints, nothing left out.
-            printed = [line for line in done.stdout.splitlines() if line.strip()]
-            assert printed == shown, f"the README shows {shown!r}; the command printed:\n" + (
-                done.stdout
-            )
-        for line in shown:
-            assert line in done.stdout, f"the README shows {line!r}; the commands printed:\n" + (
-                done.stdout
-            )
+    assert done.returncode == 0, f"{runnable}\n{done.stdout}\n{done.stderr}"
+    if all("toolbatch " in command for command in runnable):
+        # A toolbatch example shows every line it prints, nothing left out.
+        printed = [line for line in done.stdout.splitlines() if line.strip()]
+        assert printed == block.shown, (
+            f"the README shows {block.shown!r}; the command printed:\n{done.stdout}"
+        )
+    for line in block.shown:
+        assert line in done.stdout, f"the README shows {line!r}; the commands printed:\n" + (
+            done.stdout
+        )
+    for command in runnable:
+        loop = re.search(r"(?:^|\s)(\w+_MODEL)=(\S+) python examples/(\w+\.py)", command)
+        if loop is None or loop.group(3) not in MODEL_LOOPS:
+            continue
+        api, path = MODEL_LOOPS[loop.group(3)]
+        sent = [r for r in apis[api].requests if r.path == path]
+        # Two requests: the calls, then the tool results; both for the model the line names.
+        assert [r.body["model"] for r in sent] == [loop.group(2)] * 2, command
+        assert "answer: 2 results" in done.stdout
+
+
+def test_every_example_has_its_command_in_the_readme() -> None:
+    """Each script under examples/ is run by a `$` line of the README."""
+    commands = [command for block in BLOCKS for command in block.commands]
+    for example in sorted((ROOT / "examples").glob("*.py")):
+        pattern = rf"(?:^|\s)python examples/{re.escape(example.name)}(?:\s|$)"
+        assert any(re.search(pattern, command) for command in commands), (
+            f"examples/{example.name} has no command in the README: add a "
+            f"`$ python examples/{example.name} ...` line to a console block"
+        )
+
+
+# -- every type the README names, with its import ---------------------------------------------
+
+# Backticked words that are not Python names: Claude Code's hook events and tool names, a
+# docstring section, units.
+NOT_PYTHON_NAMES = frozenset(
+    {
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PostToolBatch",
+        "Bash",
+        "Read",
+        "Edit",
+        "WebFetch",
+        "Args",
+        "MiB",
+        "GiB",
+    }
+)
+# Dotted backticked names that are span and attribute names (toolbatch/telemetry/README.md).
+TELEMETRY_NAMES = frozenset({"toolbatch.turn", "toolbatch.call.status"})
+
+
+def _inline_spans() -> list[str]:
+    """The README's inline code spans, outside fenced blocks (a span may wrap a line)."""
+    prose = re.sub(r"```.*?```", "", (ROOT / "README.md").read_text(), flags=re.S)
+    return re.findall(r"`([^`]+)`", prose)
+
+
+def _python_blocks() -> list[ast.Module]:
+    readme = (ROOT / "README.md").read_text()
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # the snippets may await
+    return [
+        compile(block, "README.md", "exec", flags=flags)
+        for block in re.findall(r"```python\n(.*?)```", readme, re.S)
+    ]
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _stated_paths() -> set[str]:
+    """Every import path the README states: `toolbatch.x.Y` in a code span, and in its python
+    blocks each `from toolbatch.x import Y` and each `toolbatch.Y` used."""
+    paths = {
+        match.group(0)
+        for span in _inline_spans()
+        for match in re.finditer(r"\btoolbatch(?:\.[A-Za-z_]\w*)+", span)
+    }
+    for module in _python_blocks():
+        for node in ast.walk(module):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("toolbatch"):
+                paths |= {f"{node.module}.{alias.name}" for alias in node.names}
+            elif isinstance(node, ast.Attribute):
+                dotted = _dotted(node)
+                if dotted and dotted.startswith("toolbatch."):
+                    paths.add(dotted)
+    return paths - TELEMETRY_NAMES
+
+
+def _named_types() -> dict[str, set[str]]:
+    """Each capitalised name in a code span, with the attributes used on it (`Turn.parts`).
+
+    A span that reads as a message (`Permission denied`, `Tool output truncated.`) names
+    nothing; builtins (`None`, `RecursionError`) need no import.
+    """
+    named: dict[str, set[str]] = {}
+    for span in _inline_spans():
+        if re.match(r"[A-Z][a-z]+\s+[a-z]", span):
+            continue
+        for match in re.finditer(r"(?<![\w.])([A-Z]\w*[a-z]\w*)(?:\.([a-z_]\w*))?", span):
+            name, attribute = match.groups()
+            if name in NOT_PYTHON_NAMES or hasattr(builtins, name):
+                continue
+            named.setdefault(name, set()).update([attribute] if attribute else [])
+    return named
+
+
+RESOLVE = """
+import importlib, json, sys
+
+problems = []
+for path, attributes in json.load(sys.stdin):
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        break
+    module, rest = value, parts[cut:]
+    if rest and rest[0] not in getattr(module, "__all__", [rest[0]]):
+        problems.append(f"{path}: {rest[0]!r} is not in {module.__name__}.__all__")
+        continue
+    try:
+        for name in rest:
+            value = getattr(value, name)
+    except AttributeError:
+        problems.append(f"{path}: no such name")
+        continue
+    classes = getattr(value, "__mro__", ())
+    fields = {key for cls in classes for key in vars(cls).get("__annotations__", {})}
+    for attribute in attributes:
+        if not hasattr(value, attribute) and attribute not in fields:
+            problems.append(f"{path}.{attribute}: no such attribute")
+print(json.dumps(problems))
+"""
+
+
+def test_every_type_the_readme_names_is_stated_with_an_import_that_works() -> None:
+    """Each backticked type has its import path in the README (`toolbatch.x.Y`, or an import
+    in a python block), and every stated path imports a public name, its attributes too."""
+    stated = _stated_paths()
+    # The module map names the private bottom layer (`toolbatch._core`); nothing imports it.
+    private = sorted(path for path in stated - {"toolbatch._core"} if "._" in path)
+    assert not private, f"the README states private paths {private}: name the public package"
+    where = {path.rsplit(".", 1)[1]: path for path in sorted(stated)}
+    named = _named_types()
+    unstated = sorted(name for name in named if name not in where)
+    assert not unstated, (
+        f"the README names {unstated} without saying where to import them from: write each "
+        "once as `toolbatch.<package>.<Name>` or import it in the README's python block of "
+        "imports"
+    )
+    checks = [[path, sorted(named.get(path.rsplit(".", 1)[1], ()))] for path in sorted(stated)]
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE],
+        input=json.dumps(checks),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    problems = json.loads(done.stdout.splitlines()[-1])
+    assert not problems, f"the README states imports that do not work: {problems}"

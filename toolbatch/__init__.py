@@ -2,8 +2,9 @@
 
 It runs one model turn's batch of tool calls (shell commands, MCP tools, custom Python
 tools) concurrently, returns the responses in the model's call order, and guarantees that
-what goes back to the model, what is recorded for resume and what hooks see are the same
-bounded response.
+what goes back to the model is within one budget and is exactly what is recorded for
+resume; PostToolBatch hooks see each result bounded (the model may get a shorter cut of it
+when hook text has to fit too).
 
 Everything an embedder needs is importable from here; the agent loop's names
 (``AgentLoop``, ``Message``, ``Model``, ``ModelReply``) are imported on first use, so a

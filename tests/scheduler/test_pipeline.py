@@ -38,7 +38,13 @@ from toolbatch import (
 )
 from toolbatch.agent import AgentLoop, HeadlessRuntime, Message, ModelReply, ScriptedModel
 from toolbatch.finalize import TRUNCATION_HEADER, finalize_tool_responses
-from toolbatch.hooks import CommandHook, PostToolBatchInput, PostToolBatchOutput
+from toolbatch.hooks import (
+    CommandHook,
+    EventHook,
+    PostToolBatchInput,
+    PostToolBatchOutput,
+    PostToolUseInput,
+)
 from toolbatch.producers import ProducerContext
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
@@ -258,6 +264,88 @@ async def test_additional_context_is_its_own_part_and_never_attributed_to_a_tool
     assert _body(turn.responses[0]) == {"output": "hello!!"}
     assert turn.responses[0].persisted_output_files is None
     assert turn.context_parts == [TextPart(text="lint: 3 warnings")]
+
+
+def _cut(output: str) -> tuple[str, str]:
+    """A preview's head (its header and ``Full output`` line included) and its tail."""
+    head, _, rest = output.partition("\n[... ")
+    return head, rest.split(" omitted ...]\n", 1)[1]
+
+
+async def test_hooks_see_each_result_bounded_and_the_model_gets_what_was_recorded(
+    tmp_path: Path,
+) -> None:
+    """A hook that adds context: the model gets a result the hook saw, or a shorter cut of
+    it (same file, head and tail from the hook's), and exactly what was recorded."""
+    seen: dict[str, str] = {}
+    context = "".join(f"lint {i}: unused import\n" for i in range(100))
+
+    async def hook(batch: PostToolBatchInput) -> PostToolBatchOutput:
+        for call in batch.tool_calls:
+            body: Any = call.tool_response.parts[0]["functionResponse"]
+            seen[call.tool_use_id] = body["response"]["output"]
+        return PostToolBatchOutput(additional_context=context)
+
+    transcript = tmp_path / "t.jsonl"
+    script = [
+        [
+            {"id": "big", "name": "flood", "args": {"n": 20_000}},
+            {"id": "small", "name": "echo", "args": {"text": "hello"}},
+        ],
+        "done",
+    ]
+    model = Capturing()
+    config = _config(tmp_path, batch_budget=4_000, hooks=[hook], recorder=JsonlRecorder(transcript))
+    async with ToolScheduler(_registry(), config) as scheduler:
+        loop = AgentLoop(ScriptedModel(script), scheduler)
+        outcome = await loop.prompt("go")
+        await AgentLoop(model, scheduler, history=loop.history).prompt("next")
+    [turn] = outcome.turns
+    hook_big, hook_small = seen["big"], seen["small"]
+    sent_big, sent_small = (str(_body(r)["output"]) for r in turn.responses)
+    # The hook saw every result bounded: the whole batch within the budget.
+    assert len(hook_big) + len(hook_small) <= 4_000
+    assert len(hook_big) > 3_000
+    # Its context had to fit too: the model got the big result shorter than the hook saw it,
+    # cut again from what the hook saw (one header, the same file), the small one unchanged.
+    assert len(sent_big) < len(hook_big) - 1_000
+    assert sent_small == hook_small == "hello"
+    [path] = turn.responses[0].persisted_output_files or ()
+    (hook_head, hook_tail), (sent_head, sent_tail) = _cut(hook_big), _cut(sent_big)
+    assert sent_head.startswith(f"{TRUNCATION_HEADER}\nFull output: {path}\n")
+    assert hook_head.startswith(sent_head)
+    assert hook_tail.endswith(sent_tail)
+    assert sent_big.count(TRUNCATION_HEADER) == 1
+    assert turn.content_length <= 4_000
+    # What was recorded is what the model received, context part included.
+    [recorded] = [e for e in load_session(transcript) if e.type == "tool_turn"]
+    assert recorded.parts == turn.parts
+    assert model.tool_messages == [turn.parts]
+    assert isinstance(turn.parts[-1], TextPart)
+    assert turn.parts[-1].text.startswith(TRUNCATION_HEADER)
+
+
+async def test_per_call_hooks_see_the_producers_result_and_batch_hooks_see_it_bounded(
+    tmp_path: Path,
+) -> None:
+    """PostToolUse runs on the result as its producer returned it; PostToolBatch on the
+    result within the batch budget."""
+    per_call: list[int] = []
+    per_batch: list[int] = []
+
+    def post_tool_use(event: PostToolUseInput) -> None:
+        per_call.append(len(str(event.tool_response["output"])))
+
+    async def post_tool_batch(batch: PostToolBatchInput) -> None:
+        per_batch.extend(call.tool_response.content_length for call in batch.tool_calls)
+
+    hooks = [EventHook("PostToolUse", post_tool_use), post_tool_batch]
+    config = _config(tmp_path, batch_budget=4_000, hooks=hooks)
+    async with ToolScheduler(_registry(), config) as scheduler:
+        await scheduler.run_batch([ToolCall(id="big", name="flood", args={"n": 20_000})])
+    whole = len("".join(f"line {i}\n" for i in range(20_000)))
+    assert per_call == [whole]
+    assert per_batch[0] <= 4_000
 
 
 async def test_oversized_context_is_bounded_and_persisted_on_its_own(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ object: ``stdout`` (the command's output without toolbatch's exit line; stdout a
 share one pipe, so both are here, interleaved as a terminal shows them), ``stderr`` (``""``
 for that reason), ``interrupted`` and ``isImage``. A command that exits non-zero fires
 PostToolUseFailure with ``error`` = ``Exit code N`` and the output, as Claude Code does.
-Other tools' ``tool_response`` is the function response body the model receives
-(``{"output": ...}``).
+Other tools' ``tool_response`` is the function response body as the tool returned it
+(``{"output": ...}``), before the batch budget: the model may get a shorter cut of it.
 
 Answers are read from Claude Code's JSON (a command hook's stdout, or the dict a Python hook
 returns) into one :class:`ToolHookOutput`, or returned as that model directly.

@@ -21,10 +21,11 @@ __all__ = [
 class HookToolResponse(BaseModel):
     """One call's bounded response as a hook sees it (never ``persisted_output_files``).
 
-    ``parts`` are the wire dicts the model will receive (already within the batch budget),
-    except that inline binary data is replaced by a short placeholder. The unbounded
-    ``display`` is never included, nor the raw error message (the bounded one is in the
-    parts): a hook reads what the model reads.
+    ``parts`` are the wire dicts as the first finalization bounded them (the batch within
+    its budget), except that inline binary data is replaced by a short placeholder. The
+    model receives them, or a shorter cut of them when hook text has to fit the budget
+    too. The unbounded ``display`` is never included, nor the raw error message (the
+    bounded one is in the parts): a hook reads bounded, model-facing text only.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

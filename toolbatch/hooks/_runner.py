@@ -72,7 +72,8 @@ def build_hook_input(
 
     ``tool_name`` and ``tool_input`` are Claude Code's (the shell is ``Bash``, its
     ``timeout`` in milliseconds; ``{}`` for a malformed call); the response is its parts as
-    the model will receive them (inline binary replaced by a placeholder).
+    bounded within the batch budget (inline binary replaced by a placeholder); the model
+    gets them, or a shorter cut when hook text has to fit too.
     ``persisted_output_files`` and the unbounded ``display`` are never included.
     """
     tool_calls = []

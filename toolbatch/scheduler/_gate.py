@@ -436,7 +436,7 @@ def _tool_response(
     The shell's response is Claude Code's Bash output object (``stdout``, ``stderr``,
     ``interrupted``, ``isImage``); a command that exited non-zero is a failure whose error
     starts ``Exit code N``, as Claude Code reports it. Other tools give the function
-    response body the model receives.
+    response body as the tool returned it (before the batch budget).
     """
     body: dict[str, JsonValue] = {}
     for part in response.parts:
