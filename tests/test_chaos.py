@@ -64,6 +64,10 @@ from toolbatch import (
 CI_SEED = 24
 CI_BATCHES = 50
 
+# The 50-batch campaign runs in the first test's setup: about a minute alone, longer beside
+# the rest of the suite (slow and hanging disks, hung servers and hooks are its point).
+pytestmark = pytest.mark.timeout(600)
+
 
 def _response(call_id: str, name: str = "t", output: str = "out", **extra: Any) -> ToolCallResponse:
     part = FunctionResponsePart(
