@@ -19,6 +19,7 @@ from typing import Final, Literal, TypeAlias
 
 from toolbatch._core import (
     RESPONSE_TEXT_KEYS,
+    FileDataPart,
     FunctionResponse,
     FunctionResponsePart,
     InlineDataPart,
@@ -62,6 +63,7 @@ Place: TypeAlias = tuple[int, SlotField, bool]
 FIRST_OUTPUT: Final[Place] = (0, "output", False)
 """The place of most slots (a tool's plain string output), shared rather than rebuilt."""
 _MISSING: Final = object()
+_MEDIA_PARTS: Final = (InlineDataPart, FileDataPart)
 
 
 def response_text_length(parts: Sequence[Part]) -> int:
@@ -271,7 +273,7 @@ class BatchSlots:
         outputs: per response, its function response when the response is one function
             response holding only a string ``output`` (most are; that string is its one
             slot), else ``None``.
-        media: some response holds an inline media part.
+        media: some response holds a media part (inline or a file reference) to check.
     """
 
     texts: list[str]
@@ -308,7 +310,7 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
                 outputs.append(function_response)
                 continue
         elif not media:
-            media = InlineDataPart in map(type, parts)
+            media = any(type(part) in _MEDIA_PARTS for part in parts)
         measure_slots(
             parts,
             texts,
