@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
+from toolbatch.telemetry._bounds import bounded, metric_tool_name
 from toolbatch.telemetry._names import (
     CALL_CHARS,
     CALL_PERSISTED,
@@ -142,7 +143,17 @@ def _result_content(response: ToolCallResponse) -> str:
 class CallTelemetry:
     """One call's ``execute_tool`` span, from the moment a worker takes the call."""
 
-    __slots__ = ("_ended", "_start_ns", "error_type", "metric_attributes", "span", "turn")
+    __slots__ = (
+        "_attributes",
+        "_end_ns",
+        "_ended",
+        "_start_ns",
+        "call_id",
+        "error_type",
+        "metric_attributes",
+        "span",
+        "turn",
+    )
 
     def __init__(
         self, turn: TurnTelemetry, call: ToolCall | _CallOf, start_ns: int | None = None
@@ -150,24 +161,27 @@ class CallTelemetry:
         self.turn = turn
         self._start_ns = time.time_ns() if start_ns is None else start_ns
         self._ended = False
+        self._attributes: dict[str, Any] = {}
+        self._end_ns = 0
+        self.call_id = bounded(call.id)
         self.error_type: str | None = None
         """Set by a protocol's instrumentation (MCP: ``tool_error``) to override the response's."""
         attributes: dict[str, Any] = {
             # [GENAI-SPANS]: gen_ai.operation.name is given at creation, for sampling.
             GEN_AI_OPERATION_NAME: OPERATION_EXECUTE_TOOL,
-            GEN_AI_TOOL_NAME: call.name,
-            GEN_AI_TOOL_CALL_ID: call.id,
+            GEN_AI_TOOL_NAME: bounded(call.name),
+            GEN_AI_TOOL_CALL_ID: self.call_id,
             GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
         }
         if turn.capture:
             attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = _json(call.args)
         self.metric_attributes: dict[str, Any] = {
-            GEN_AI_TOOL_NAME: call.name,
+            GEN_AI_TOOL_NAME: bounded(call.name),
             GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
         }
         otel = turn.otel
         self.span = otel.tracer().start_span(
-            f"{OPERATION_EXECUTE_TOOL} {call.name}",
+            f"{OPERATION_EXECUTE_TOOL} {bounded(call.name)}",
             context=turn.context,
             kind=otel.trace.SpanKind.INTERNAL,
             attributes=attributes,
@@ -180,7 +194,8 @@ class CallTelemetry:
         self.metric_attributes[GEN_AI_TOOL_TYPE] = tool_type
 
     def finish(self, response: ToolCallResponse | None, end_ns: int | None = None) -> None:
-        """End the span with how the call ended, and record its metrics."""
+        """Note how the call ended and record its metrics; the span ends with the turn
+        (:meth:`close`), which knows whether the output was persisted in the end."""
         if self._ended:
             return
         self._ended = True
@@ -200,6 +215,7 @@ class CallTelemetry:
                     error_type = MCP_TOOL_ERROR  # [MCP]: isError is reported as tool_error
                 else:
                     error_type = response.error_type or ERROR_TYPE_OTHER
+            metric[GEN_AI_TOOL_NAME] = metric_tool_name(response.name, response.error_type)
             attributes[CALL_PERSISTED] = bool(response.persisted_output_files)
             if turn.capture and error_type is None:
                 attributes[GEN_AI_TOOL_CALL_RESULT] = _result_content(response)
@@ -211,8 +227,9 @@ class CallTelemetry:
             metric[ERROR_TYPE] = error_type
             # Recording Errors: no description, the message may hold the call's content.
             self.span.set_status(otel.trace.StatusCode.ERROR)
-        self.span.set_attributes(attributes)
-        self.span.end(end_time=end_ns)
+        self._attributes = attributes
+        self._end_ns = end_ns
+        turn.finished.append(self)
         # [GENAI-METRICS]: the same value as the span's duration.
         instruments = otel.meters()
         instruments.tool_duration.record((end_ns - self._start_ns) / 1e9, metric)
@@ -220,6 +237,14 @@ class CallTelemetry:
             produced = turn.produced
             tool = metric[GEN_AI_TOOL_NAME]
             produced[tool] = produced.get(tool, 0) + chars
+
+    def close(self, final: ToolCallResponse | None) -> None:
+        """End the span at the time the call ended; ``final`` is the call's response as the
+        turn completed it (its persisted state is the one reported), if known."""
+        if final is not None and CALL_PERSISTED in self._attributes:
+            self._attributes[CALL_PERSISTED] = bool(final.persisted_output_files)
+        self.span.set_attributes(self._attributes)
+        self.span.end(end_time=self._end_ns)
 
 
 class _CallScope:
@@ -288,6 +313,7 @@ class TurnTelemetry:
         "context",
         "executed",
         "executed_ns",
+        "finished",
         "hooks",
         "hooks_context",
         "hooks_failed",
@@ -317,6 +343,7 @@ class TurnTelemetry:
         self.context = otel.trace.set_span_in_context(self.span, parent)
         self.calls: dict[int, CallTelemetry] = {}
         self.executed: list[ToolCallResponse] = []
+        self.finished: list[CallTelemetry] = []
         self.artifacts = 0
         self.artifact_bytes = 0
         self.artifact_failures = 0
@@ -375,10 +402,17 @@ class TurnTelemetry:
 
     # -- the end --------------------------------------------------------------------------
 
-    def _end_calls(self, end_ns: int | None = None) -> None:
+    def _end_calls(self, end_ns: int | None = None, final: Sequence[ToolCallResponse] = ()) -> None:
         for record in self.calls.values():
             record.finish(None, end_ns)
         self.calls.clear()
+        by_id: dict[str, list[ToolCallResponse]] = {}
+        for response in reversed(final):
+            by_id.setdefault(bounded(response.call_id), []).append(response)
+        for record in self.finished:
+            same = by_id.get(record.call_id)
+            record.close(same.pop() if same else None)
+        self.finished.clear()
         produced = self.otel.meters().output_produced
         for tool, chars in self.produced.items():
             produced.add(chars, {GEN_AI_TOOL_NAME: tool})
@@ -427,8 +461,8 @@ class TurnTelemetry:
         sent_by_tool: dict[str, int] = {}
         for response in turn.responses:
             if response.content_length:
-                chars = sent_by_tool.get(response.name, 0) + response.content_length
-                sent_by_tool[response.name] = chars
+                tool = metric_tool_name(response.name, response.error_type)
+                sent_by_tool[tool] = sent_by_tool.get(tool, 0) + response.content_length
         sent = self.otel.meters().output_sent
         for tool, chars in sent_by_tool.items():
             sent.add(chars, {GEN_AI_TOOL_NAME: tool})
@@ -448,7 +482,7 @@ class TurnTelemetry:
     ) -> None:
         """End the turn ``complete_turn`` returned."""
         self._answered_by_runtime(responses)
-        self._end_calls()
+        self._end_calls(final=turn.responses)
         self._record_turn(turn, budget)
         self.span.set_attributes({**self._counts(), TURN_COMPLETED: True})
         self.span.end()
