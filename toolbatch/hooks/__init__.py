@@ -5,6 +5,7 @@ result after, and the bounded batch at the end; ``load_settings`` reads Claude C
 files (hooks, permissions, MCP servers). Details: ``toolbatch/hooks/README.md``.
 """
 
+from toolbatch.hooks._bounds import DEFAULT_HOOK_INPUT_CHARS, bound_object, hook_input_chars
 from toolbatch.hooks._command import (
     BLOCK_EXIT_CODE,
     DEFAULT_HOOK_TIMEOUT_S,
@@ -57,6 +58,7 @@ from toolbatch.hooks._tool_hooks import (
 
 __all__ = [
     "BLOCK_EXIT_CODE",
+    "DEFAULT_HOOK_INPUT_CHARS",
     "DEFAULT_HOOK_TIMEOUT_S",
     "DEFAULT_MAX_HOOK_OUTPUT_BYTES",
     "HOOK_EVENTS",
@@ -85,7 +87,9 @@ __all__ = [
     "ToolHookInput",
     "ToolHookOutput",
     "apply_hook_output",
+    "bound_object",
     "build_hook_input",
+    "hook_input_chars",
     "load_settings",
     "note",
     "parse_tool_hook_answer",

@@ -62,6 +62,7 @@ from toolbatch.hooks import (
     SettingsSource,
     apply_hook_output,
     build_hook_input,
+    hook_input_chars,
     load_settings,
     run_post_tool_batch_hooks,
 )
@@ -546,6 +547,7 @@ class ToolScheduler:
             self.config.loaded_settings.permissions,
             hook_timeout_s=self.config.hook_timeout,
             session_id=self.config.session_id,
+            input_chars=hook_input_chars(self.config.budget),
         )
         self._batch_hooks = self.config.post_tool_batch_hooks()
 
@@ -772,7 +774,9 @@ class ToolScheduler:
         )
         changed = False
         if self._batch_hooks:
-            batch = build_hook_input(finalized, session_id=self.config.session_id)
+            batch = build_hook_input(
+                finalized, session_id=self.config.session_id, input_chars=hook_input_chars(limit)
+            )
             output = await run_post_tool_batch_hooks(
                 self._batch_hooks, batch, timeout_s=self.config.hook_timeout
             )
