@@ -42,10 +42,9 @@ What the user gets (``ToolResult.display``)
 
 from __future__ import annotations
 
-import errno
-
 import contextlib
 import dataclasses
+import errno
 import math
 import os
 import signal
