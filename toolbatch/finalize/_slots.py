@@ -224,8 +224,11 @@ def measure_slots(
         texts: where each slot's budgeted text is appended.
         places: where each slot's place is appended.
         include_top_level_text: whether top-level ``text`` parts are budgeted.
-        lifecycle: tool names whose successful output stays inline, unbudgeted.
-        tool: the response's tool name (``None``: each function response's own name).
+        lifecycle: tool names whose successful output stays inline, unbudgeted: a function
+            response named for one of them, in a response of one of them when ``tool`` is
+            given (the finalizer), so the send guard, which sees only parts, never counts
+            what the finalizer exempted, and a part named otherwise is budgeted by both.
+        tool: the response's tool name (``None``: the send guard, parts only).
         success: whether the response succeeded; a failed one is never exempt.
     """
     for index, part in enumerate(parts):
@@ -237,7 +240,8 @@ def measure_slots(
                 success
                 and lifecycle
                 and error is _MISSING
-                and (tool if tool is not None else function_response.name) in lifecycle
+                and function_response.name in lifecycle
+                and (tool is None or tool in lifecycle)
             ):
                 continue
             output = body.get("output", _MISSING)
