@@ -86,7 +86,7 @@ from toolbatch.agent import (
     ScriptedModel,
     history_from_transcript,
 )
-from toolbatch.errors import ToolbatchError
+from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
     BatchObserver,
@@ -732,9 +732,18 @@ async def serve_acp(
 
         if transport is None:
             transport = AcpStdioTransport.open_stdio()
-        for directory in (options.transcript_dir, options.artifacts_dir):
+        for flag, directory in (
+            ("--transcript-dir", options.transcript_dir),
+            ("--artifacts-dir", options.artifacts_dir),
+        ):
             if directory is not None:
-                directory.mkdir(parents=True, exist_ok=True)
+                try:
+                    directory.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise ConfigError(
+                        f"{flag} {str(directory)!r} cannot be created: "
+                        f"{exc.strerror or exc}; pass a directory you can write to"
+                    ) from None
         async with anyio.create_task_group() as hosts:
             agent = AcpAgent(
                 hosts=hosts,

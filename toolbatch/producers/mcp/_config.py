@@ -285,6 +285,11 @@ def _read_document(path: Path) -> Any:
             f"cannot read the MCP config file {str(path)!r}: {exc.strerror or exc}; "
             f"pass an existing JSON file or the document itself"
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise McpConfigError(
+            f"the MCP config file {str(path)!r} is not UTF-8 text (byte "
+            f"{exc.object[exc.start]:#04x} at offset {exc.start:,}); save it as UTF-8 JSON"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
