@@ -89,6 +89,7 @@ from toolbatch.agent import (
 from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
+    DEFAULT_CALL_TIMEOUT_CEILING_S,
     BatchObserver,
     Registry,
     SchedulerConfig,
@@ -320,18 +321,32 @@ class _TurnView:
         if tool_call_id is None:
             return False
         session = self.session
-        async with session.permission_lock:
-            if declaration.name in session.always_allowed:
-                return True
-            await session.flush()  # the client knows the call before it is asked about it
-            options = [
-                PermissionOption(option_id=option, name=name.format(tool=call.name), kind=kind)
-                for option, name, kind in _PERMISSION_OPTIONS
-            ]
-            response = await self.client.request_permission(
-                session_id=session.id,
-                tool_call=permission_tool_call(tool_call_id, call),
-                options=options,
+        # Unanswered, the question would hold the call (and the prompt) past any deadline:
+        # it gets the call's ceiling (--timeout), its wait for an earlier question included.
+        limit = (
+            session.loop.scheduler.config.call_timeout
+            if session.loop is not None
+            else DEFAULT_CALL_TIMEOUT_CEILING_S
+        )
+        with anyio.move_on_after(limit) as waited:
+            async with session.permission_lock:
+                if declaration.name in session.always_allowed:
+                    return True
+                await session.flush()  # the client knows the call before it is asked about it
+                options = [
+                    PermissionOption(option_id=option, name=name.format(tool=call.name), kind=kind)
+                    for option, name, kind in _PERMISSION_OPTIONS
+                ]
+                response = await self.client.request_permission(
+                    session_id=session.id,
+                    tool_call=permission_tool_call(tool_call_id, call),
+                    options=options,
+                )
+        if waited.cancelled_caught:
+            log.warning("acp.permission_unanswered", session=session.id, call_id=call.id)
+            raise TimeoutError(
+                f"the client did not answer the permission request within {limit:g} s "
+                f"(the call timeout, --timeout), so {call.name!r} was not run"
             )
         outcome = response.outcome
         option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
