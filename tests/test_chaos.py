@@ -7,6 +7,7 @@ seed runs against the real scheduler, shell, MCP test server, hooks and failing 
 
 from __future__ import annotations
 
+import base64
 import errno
 import importlib.util
 import os
@@ -197,6 +198,24 @@ def test_budget_checker_catches_text_over_the_budget() -> None:
     assert checks.budget_problems(parts, 101) == []
     assert checks.budget_problems(parts, 100)
     assert checks.budget_problems(parts, None) == []
+
+
+def test_media_checker_catches_parts_that_are_not_the_media_they_claim() -> None:
+    """A signature then text, a 2 MB MIME type or URI: caught; a real PNG: fine."""
+    from bench._chaos_faults import _png_bytes
+    from toolbatch import FileData, FileDataPart, InlineData, InlineDataPart
+
+    def inline(mime: str, data: bytes) -> InlineDataPart:
+        return InlineDataPart(
+            inline_data=InlineData(mime_type=mime, data=base64.b64encode(data).decode())
+        )
+
+    assert checks.media_problems([inline("image/png", _png_bytes())]) == []
+    assert checks.media_problems([inline("image/png", b"\x89PNG\r\n\x1a\n" + b"text" * 99)])
+    assert checks.media_problems([inline("audio/mpeg", b"ID3" + b"text" * 99)])
+    assert checks.media_problems([inline("image/png" + "x" * 2_000, _png_bytes())])
+    uri = FileDataPart(file_data=FileData(mime_type="image/png", file_uri="gs://" + "u" * 9_000))
+    assert checks.media_problems([uri])
 
 
 def test_field_checker_catches_the_internal_field_in_any_spelling() -> None:
@@ -514,6 +533,7 @@ def test_short_campaign_really_injects_its_faults(ci_report: CampaignReport) -> 
         *BOUNDARY_KINDS,
     ):
         assert faults[kind] > 0, kind
+    assert sum(count for kind, count in faults.items() if kind.startswith("media.")) > 0
     assert totals["boundary faults survived"] == len(BOUNDARY_KINDS)
     assert totals["batches with a hijacked fallback, nothing written"] > 0
     assert totals["batches"] == CI_BATCHES
