@@ -274,6 +274,15 @@ def test_artifact_checker_catches_every_way_of_writing_twice(tmp_path: Path) -> 
     )
     preview = {one: contents[one], two: b"preview; full output saved to: " + os.fsencode(one)}
     assert checks.duplicate_artifact_problems([one, two], owners, preview, dirs)
+    # A media reference names bytes saved apart: not the same content written twice.
+    image = primary / "t-a-part1.png"
+    image.write_bytes(b"\x89PNG not really")
+    reference = (
+        b"[image/png, 20 bytes, not sent inline (why); saved at " + os.fsencode(image) + b"]"
+    )
+    media = {one: reference, image: image.read_bytes()}
+    media_owners = {one: ("a", "t"), image: ("a", "t")}
+    assert checks.duplicate_artifact_problems([one, image], media_owners, media, dirs) == []
 
 
 def test_outside_checker_catches_stray_files_and_unplanted_symlinks(tmp_path: Path) -> None:
