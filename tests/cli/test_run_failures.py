@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,33 @@ def test_acp_with_a_transcript_dir_it_cannot_create_is_a_usage_error(tmp_path: P
     assert done.returncode == 2, stderr
     assert "--transcript-dir '/proc/x' cannot be created" in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("kind", ["long_mime", "png_then_text", "bm_text", "id3_text"])
+def test_run_counts_media_that_is_not_media(tmp_path: Path, kind: str) -> None:
+    """An MCP part with a 2,000,000-character MIME type, or text behind an image or audio
+    signature: what ``run`` says it sent is what ``result.result`` holds, within budget."""
+    hostile = Path(__file__).resolve().parents[1] / "mcp_server" / "hostile.py"
+    config = tmp_path / "mcp.json"
+    entry = {"command": sys.executable, "args": [str(hostile), "--stdio"]}
+    config.write_text(json.dumps({"mcpServers": {"h": entry}}))
+    batch = [{"id": "m", "name": "mcp__h__fake_media", "args": {"kind": kind}}]
+    done = run_toolbatch(
+        "run",
+        "--mcp-config",
+        str(config),
+        "--budget",
+        "10000",
+        "--output-format",
+        "json",
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+        stdin=json.dumps(batch).encode(),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    result = next(e for e in json.loads(done.stdout) if e["type"] == "result")
+    assert result["budget"]["used_chars"] <= 10_000
+    assert result["budget"]["used_chars"] > 0  # the part's text is counted, not free
+    assert len(result["result"]) < 15_000
+    assert "inlineData" not in result["result"]
