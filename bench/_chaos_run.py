@@ -87,7 +87,7 @@ NOBODY_UID: Final = 65534
 VIOLATIONS: Final = {
     "order": "batches with a missing, extra or out-of-order response",
     "budget": "batches over budget",
-    "media": "parts sent as media that are not (hostile bytes, MIME types or URIs)",
+    "media": "parts sent as media that are not (bytes, MIME type or URI)",
     "written_twice": "artifacts written twice for the same content",
     "processes": "processes left behind (/proc)",
     "fds": "file descriptors leaked (/proc/self/fd)",
