@@ -7,7 +7,8 @@
   ``ID3`` is not an image or audio; only bytes that parse as a whole are. Images are the
   four formats every model API takes (PNG, JPEG, GIF, WebP), walked chunk by chunk (PNG
   chunk CRCs included) to their end marker; audio is parsed by ``mutagen`` (pure Python,
-  well kept), which must find its stream parameters.
+  well kept), which must find its stream parameters; a WAV's RIFF size must be its length,
+  and other audio must not end in 64 KiB of text (mutagen reads only the headers).
 * **One base64 size rule** (``base64_decoded_size``) and **one size formatter**
   (``describe_bytes``).
 * **The bounds on media strings** (``media_type_problem``, ``file_uri_problem``): a MIME
@@ -261,6 +262,8 @@ def _gif_end(data: bytes) -> int:
     index = 13 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0)
     images = 0
     while True:
+        if index == len(data) and images:
+            return index  # the trailer byte is missing, as some encoders leave it: whole
         _fits(data, index + 1)
         block = data[index]
         if block == 0x3B:  # trailer
@@ -367,6 +370,8 @@ def _verified_audio(data: bytes) -> MediaType | None:
     if not (getattr(info, "length", 0) or 0) > 0 or not (getattr(info, "sample_rate", 0) or 0) > 0:
         return None
     kind = type(found).__name__
+    if _ends_in_text(data):
+        return None  # a real header, then text: compressed audio is never 64 KiB of UTF-8
     if kind == "WAVE":
         size = int.from_bytes(data[4:8], "little") + 8
         return _WAV if size in (len(data), len(data) - 1) else None
@@ -379,6 +384,28 @@ def _verified_audio(data: bytes) -> MediaType | None:
         "MP4": _M4A,
         "EasyMP4": _M4A,
     }.get(kind, _OGG if kind.startswith("Ogg") else None)
+
+
+_TEXT_WINDOW_BYTES: Final = 64 * 2**10
+_CONTROL: Final = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _ends_in_text(data: bytes) -> bool:
+    """Whether the last 64 KiB of ``data`` are text: UTF-8 without control characters.
+
+    mutagen reads audio at its headers, so text appended to a real stream would pass; no
+    compressed audio holds 64 KiB of valid UTF-8 (and PCM holds control bytes)."""
+    if len(data) < 2 * _TEXT_WINDOW_BYTES:
+        return False
+    tail = data[-_TEXT_WINDOW_BYTES:]
+    start = 0
+    while start < 4 and tail[start] & 0xC0 == 0x80:  # a character cut by the window
+        start += 1
+    try:
+        tail[start:].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _CONTROL.search(tail) is None
 
 
 def verify_media(data: bytes) -> MediaType | None:
