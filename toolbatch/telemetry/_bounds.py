@@ -18,6 +18,7 @@ from typing import Final
 
 __all__ = [
     "MAX_ATTRIBUTE_CHARS",
+    "MAX_CONTENT_CHARS",
     "MAX_METRIC_TOOL_NAMES",
     "OTHER",
     "bounded",
@@ -27,6 +28,8 @@ __all__ = [
 
 MAX_ATTRIBUTE_CHARS: Final = 256
 """The longest string attribute toolbatch sets from a value it did not choose."""
+MAX_CONTENT_CHARS: Final = 32_768
+"""The longest captured content attribute (arguments, result), when content capture is on."""
 MAX_METRIC_TOOL_NAMES: Final = 1000
 """Distinct tool names metrics record per process; later new names are ``_OTHER``."""
 OTHER: Final = "_OTHER"

@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
-from toolbatch.telemetry._bounds import bounded, metric_tool_name
+from toolbatch.telemetry._bounds import MAX_CONTENT_CHARS, bounded, metric_tool_name
 from toolbatch.telemetry._names import (
     CALL_CHARS,
     CALL_PERSISTED,
@@ -174,7 +174,7 @@ class CallTelemetry:
             GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
         }
         if turn.capture:
-            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = _json(call.args)
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = bounded(_json(call.args), MAX_CONTENT_CHARS)
         self.metric_attributes: dict[str, Any] = {
             GEN_AI_TOOL_NAME: bounded(call.name),
             GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
@@ -218,11 +218,14 @@ class CallTelemetry:
             metric[GEN_AI_TOOL_NAME] = metric_tool_name(response.name, response.error_type)
             attributes[CALL_PERSISTED] = bool(response.persisted_output_files)
             if turn.capture and error_type is None:
-                attributes[GEN_AI_TOOL_CALL_RESULT] = _result_content(response)
+                attributes[GEN_AI_TOOL_CALL_RESULT] = bounded(
+                    _result_content(response), MAX_CONTENT_CHARS
+                )
         attributes[CALL_STATUS] = status
         attributes[CALL_CHARS] = chars
         metric[CALL_STATUS] = status
         if error_type is not None:
+            error_type = bounded(error_type)
             attributes[ERROR_TYPE] = error_type
             metric[ERROR_TYPE] = error_type
             # Recording Errors: no description, the message may hold the call's content.
@@ -331,7 +334,7 @@ class TurnTelemetry:
         self.capture = capture_content()
         self.start_ns = time.time_ns()
         self.executed_ns: int | None = None
-        attributes = {GEN_AI_CONVERSATION_ID: session_id} if session_id else None
+        attributes = {GEN_AI_CONVERSATION_ID: bounded(session_id)} if session_id else None
         parent = otel.context.get_current() if otel.context is not None else None
         self.span = otel.tracer().start_span(
             SPAN_TURN,
