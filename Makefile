@@ -9,7 +9,9 @@ BENCH_STAMP := $(VENV)/.bench-$(PYPROJECT_HASH)
 CHAOS_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: install demo test lint typecheck pytest bench chaos clean
+PYTEST_WORKERS ?= 4
+
+.PHONY: install demo test check lint typecheck pytest bench chaos clean
 
 install: $(STAMP)
 
@@ -35,10 +37,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict toolbatch
 
+# Tests wait on subprocesses and servers more than they compute: more workers than cores.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
+
+# The edit loop: lint, types and the fast tier (no subprocess, server or model API).
+check: lint typecheck
+	$(BIN)/python -m pytest -n 2 -m "not integration"
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -5,8 +5,10 @@ nested 1,000 deep (a request with a batch in flight, a notification, a bare arra
 ``toolbatch run`` given such a batch and ``/dev/zero``; a ``serve`` client that stops
 reading while it sends batches; a streamable-HTTP MCP server (``tests/mcp_server/
 hostile.py``) answering with an endless SSE event, an endless JSON body and JSON nested
-5,000 deep; and a host killed with ``kill -9`` in the middle of a batch whose shell
-command is streaming into an artifact. ``run_boundaries`` runs them all once and returns
+5,000 deep; the same lines with 5,000 brackets never closed (issue 29, item 5); a ``serve``
+and an ``acp`` client that send 30,000 small requests and read nothing (issue 29, item 6);
+and a host killed with ``kill -9`` in the middle of a batch whose shell command is streaming
+into an artifact. ``run_boundaries`` runs them all once and returns
 the problems found (each must be absent) and what was injected.
 """
 
@@ -41,6 +43,9 @@ HOSTILE_SERVER: Final = ROOT / "tests" / "mcp_server" / "hostile.py"
 TOOLBATCH: Final = [sys.executable, "-m", "toolbatch.cli"]
 WAIT_S: Final = 60.0
 DEEP: Final = b"[" * 1_000 + b"]" * 1_000
+UNCLOSED: Final = b"[" * 5_000
+NON_READING_REQUESTS: Final = 30_000
+NON_READING_RSS_BOUND_MIB: Final = 300
 HTTP_LIMIT_BYTES: Final = 4 * 2**20
 RSS_BOUND_MIB: Final = 250
 BOUNDARY_KINDS: Final = (
@@ -48,6 +53,8 @@ BOUNDARY_KINDS: Final = (
     "boundary.deep_json_acp",
     "boundary.deep_json_run",
     "boundary.stalled_reader",
+    "boundary.unclosed_json",
+    "boundary.non_reading_client",
     "boundary.http_flood",
     "boundary.kill9_mid_batch",
 )
@@ -75,11 +82,11 @@ def _until(
     raise AssertionError("the output ended first")
 
 
-def _deep_serve(work: Path, env: dict[str, str]) -> Problems:
+def _deep_serve(work: Path, env: dict[str, str], nested: bytes = DEEP) -> Problems:
     """A batch in flight, then three lines nested 1,000 deep: three -32600, then its answer."""
-    gate = work / "serve-gate"
+    gate = work / f"serve-gate-{len(nested)}"
     os.mkfifo(gate)
-    log = work / "deep-serve.log"
+    log = work / f"deep-serve-{len(nested)}.log"
     with log.open("wb") as log_file:
         proc = _popen(
             ["serve"], work, env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file
@@ -100,9 +107,9 @@ def _deep_serve(work: Path, env: dict[str, str]) -> Problems:
         messages = _lines(proc.stdout)
         _until(messages, lambda m: m.get("params", {}).get("status") == "running")
         for line in (
-            b'{"jsonrpc":"2.0","id":"deep","method":"batch/run","params":' + DEEP + b"}",
-            b'{"jsonrpc":"2.0","method":"batch/cancel","params":' + DEEP + b"}",
-            DEEP,
+            b'{"jsonrpc":"2.0","id":"deep","method":"batch/run","params":' + nested + b"}",
+            b'{"jsonrpc":"2.0","method":"batch/cancel","params":' + nested + b"}",
+            nested,
         ):
             proc.stdin.write(line + b"\n")
         proc.stdin.flush()
@@ -126,13 +133,13 @@ def _deep_serve(work: Path, env: dict[str, str]) -> Problems:
     return problems
 
 
-def _deep_acp(work: Path, env: dict[str, str]) -> Problems:
+def _deep_acp(work: Path, env: dict[str, str], nested: bytes = DEEP) -> Problems:
     """A script of requests with a deep one among them: an error for it, answers for all."""
-    requests = work / "acp-requests.jsonl"
+    requests = work / f"acp-requests-{len(nested)}.jsonl"
     lines = [
         b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}',
-        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":' + DEEP + b"}}",
-        DEEP,
+        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":' + nested + b"}}",
+        nested,
         b'{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1}}',
     ]
     requests.write_bytes(b"\n".join(lines) + b"\n")
@@ -155,10 +162,10 @@ def _deep_acp(work: Path, env: dict[str, str]) -> Problems:
     return problems
 
 
-def _deep_run(work: Path, env: dict[str, str]) -> Problems:
+def _deep_run(work: Path, env: dict[str, str], nested: bytes = DEEP) -> Problems:
     """``toolbatch run`` with a deep batch and with /dev/zero: exit 2, one line each."""
-    deep = work / "deep-batch.json"
-    deep.write_bytes(DEEP)
+    deep = work / f"deep-batch-{len(nested)}.json"
+    deep.write_bytes(nested)
     problems: Problems = []
     for source in (str(deep), "/dev/zero"):
         done = subprocess.run(
@@ -232,6 +239,91 @@ def _stalled_reader(work: Path, env: dict[str, str]) -> Problems:
     return problems
 
 
+def _unclosed(work: Path, env: dict[str, str]) -> Problems:
+    """The deep-JSON faults again with 5,000 brackets never closed, plus a settings file and
+    an MCP config of them given to ``run``: an error for that input each, never a crash."""
+    problems = _deep_serve(work, env, UNCLOSED) + _deep_acp(work, env, UNCLOSED)
+    problems += _deep_run(work, env, UNCLOSED)
+    unclosed = work / "unclosed.json"
+    unclosed.write_bytes(UNCLOSED)
+    batch = work / "one-call.json"
+    batch.write_text(json.dumps([{"id": "c", "name": "run_shell_command", "args": {}}]))
+    for option in ("--settings", "--mcp-config"):
+        done = subprocess.run(
+            [*TOOLBATCH, "run", str(batch), option, str(unclosed)],
+            capture_output=True,
+            cwd=work,
+            env=env,
+            timeout=WAIT_S,
+            check=False,
+        )
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        if done.returncode != 2 or len(lines) != 1 or "deeper than" not in lines[0]:
+            problems.append(f"run {option} unclosed: exit {done.returncode}, {lines[-3:]}")
+    return problems
+
+
+def _non_reading(work: Path, env: dict[str, str], command: str) -> Problems:
+    """30,000 small requests to ``serve`` or ``acp`` and nothing read: it must stop reading,
+    stay under ``NON_READING_RSS_BOUND_MIB``, and answer every one once the client reads."""
+    log = work / f"non-reading-{command}.log"
+    with log.open("wb") as log_file:
+        proc = _popen(
+            ["--log-level", "info", command],
+            work,
+            env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+        )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    total = NON_READING_REQUESTS
+    sent: list[int] = []
+    if command == "serve":
+        method, params = "batch/run", {"calls": [{"id": "c", "name": "nope"}]}
+    else:
+        method, params = "initialize", {"protocolVersion": 1}
+
+    def send() -> None:
+        assert proc.stdin is not None
+        try:
+            for number in range(1, total + 1):
+                request = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+                proc.stdin.write(json.dumps(request).encode() + b"\n")
+                sent.append(number)
+            proc.stdin.close()
+        except OSError:
+            pass
+
+    sender = threading.Thread(target=send, daemon=True)
+    problems: Problems = []
+    event = f"{'service' if command == 'serve' else 'acp'}.backpressure".encode()
+    try:
+        sender.start()
+        deadline = time.monotonic() + WAIT_S
+        while event not in log.read_bytes():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                return [f"{command} never pushed back (sent {len(sent)}/{total})"]
+            time.sleep(0.05)  # a log file has no readiness event
+        rss = _rss_mib(proc.pid)
+        if rss > NON_READING_RSS_BOUND_MIB:
+            problems.append(f"{command} grew to {rss:.0f} MiB while its client did not read")
+        if len(sent) == total:
+            problems.append(f"{command} read every request although nothing was read")
+        answered = {m["id"] for m in _lines(proc.stdout) if "id" in m and "method" not in m}
+        sender.join(WAIT_S)
+        if answered != set(range(1, total + 1)):
+            problems.append(f"{total - len(answered)} of {command}'s requests never answered")
+        if proc.wait(timeout=WAIT_S) != 0:
+            problems.append(f"{command} exited {proc.returncode}")
+    finally:
+        _end(proc)
+    if b"Traceback" in log.read_bytes() or b"MemoryError" in log.read_bytes():
+        problems.append(f"{command} logged a traceback")
+    return problems
+
+
 def _rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -247,8 +339,8 @@ def _free_port() -> int:
 
 
 async def _http_flood(work: Path) -> Problems:
-    """Endless SSE event, endless JSON body, JSON 5,000 deep: each fails its call with the
-    cap named, the host's memory stays bounded, and the next call works."""
+    """Endless SSE event, endless JSON body, a gzip bomb, JSON 5,000 deep: each fails its call
+    with the cap named, the host's memory stays bounded, and the next call works."""
     port = _free_port()
     server = await anyio.open_process(
         [sys.executable, str(HOSTILE_SERVER), "--port", str(port)],
@@ -274,6 +366,7 @@ async def _http_flood(work: Path) -> Problems:
             for tool, fragment in (
                 ("flood_sse", "max_message_bytes"),
                 ("flood_json", "max_message_bytes"),
+                ("gzip_bomb", "max_message_bytes"),
                 ("deep", "recursion"),
                 ("echo", None),
             ):
@@ -396,6 +489,11 @@ async def run_boundaries(work: Path, marker: str) -> tuple[Counter[str], Problem
         ("boundary.deep_json_acp", lambda: _deep_acp(where, env)),
         ("boundary.deep_json_run", lambda: _deep_run(where, env)),
         ("boundary.stalled_reader", lambda: _stalled_reader(where, env)),
+        ("boundary.unclosed_json", lambda: _unclosed(where, env)),
+        (
+            "boundary.non_reading_client",
+            lambda: _non_reading(where, env, "serve") + _non_reading(where, env, "acp"),
+        ),
         ("boundary.kill9_mid_batch", lambda: _kill9(where, env)),
     ]
     for kind, scenario in scenarios:

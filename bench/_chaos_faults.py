@@ -127,7 +127,24 @@ class ChaosStore(ArtifactStore):
         self.denied = 0
         self._denied_lock = threading.Lock()
         self.owners: dict[Path, tuple[str, str]] = {}
+        self.fsync_delay_s = 0.0
+        self.disk_back = threading.Event()
+        """Cleared for a hanging disk: every fsync waits for it (set once the batch ends)."""
+        self.disk_back.set()
         super().__init__(root, fallback_dir=fallback_dir)
+
+    def sync_file(self, fd: int) -> None:
+        self._slow_disk()
+        super().sync_file(fd)
+
+    def sync_directory(self, directory: Path) -> None:
+        self._slow_disk()
+        super().sync_directory(directory)
+
+    def _slow_disk(self) -> None:
+        self.disk_back.wait()
+        if self.fsync_delay_s:
+            threading.Event().wait(self.fsync_delay_s)
 
     # ``root`` is the real primary directory, except inside a stream's ``_create_file``
     # chosen to fail: there, on that worker thread only, it is ``DENIED_DIR``.
@@ -167,11 +184,11 @@ class ChaosStore(ArtifactStore):
         self.owners.setdefault(path, (call_id, tool_name))
         return path
 
-    def _put(self, directory: Path, job: Any) -> Path | None:
+    async def _put(self, directory: Path, job: Any) -> Path | None:
         key = f"{job.call_id}\0{job.tool_name}\0{job.suffix}"
         if directory == self._root and self.deny(key):
-            return super()._put(DENIED_DIR, job)
-        return super()._put(directory, job)
+            return await super()._put(DENIED_DIR, job)
+        return await super()._put(directory, job)
 
 
 class _ChaosStream(ArtifactStream):

@@ -168,6 +168,12 @@ class BatchPlan:
     shuffled: bool = False
     recorder_free_bytes: int | None = None
     hijacked_fallback: Literal["other-owner", "world-writable", "symlink"] | None = None
+    disk_delay: Literal["slow", "hanging"] | None = None
+    """A slow disk (each fsync waits 4 s) or a hanging one (fsyncs return only after the
+    batch): every persist must give up at its deadline with nothing lost."""
+    recording_symlinked: bool = False
+    """A command swaps the transcript for a symlink to a victim file before the turn is
+    recorded: the record must fail, the victim stay untouched."""
     faults: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -611,6 +617,14 @@ def plan_batch(seed: int, index: int) -> BatchPlan:
     if not disk_full and not eacces and extra.random() < 0.1:
         hijacked = extra.choice(["other-owner", "world-writable", "symlink"])
         faults["store.hijacked_fallback"] += 1
+    disk_delay: Literal["slow", "hanging"] | None = None
+    delays = random.Random(f"toolbatch-chaos-29:{seed}:{index}")
+    if not disk_full and not eacces and hijacked is None and delays.random() < 0.1:
+        disk_delay = delays.choice(["slow", "hanging"])
+        faults[f"store.{disk_delay}_disk"] += 1
+    recording_symlinked = recorder_free is None and delays.random() < 0.08
+    if recording_symlinked:
+        faults["recorder.symlinked"] += 1
     return BatchPlan(
         index=index,
         salt=salt,
@@ -629,6 +643,8 @@ def plan_batch(seed: int, index: int) -> BatchPlan:
         shuffled=shuffled,
         recorder_free_bytes=recorder_free,
         hijacked_fallback=hijacked,
+        disk_delay=disk_delay,
+        recording_symlinked=recording_symlinked,
         faults=faults,
     )
 
@@ -706,6 +722,8 @@ def plan_digest(plans: Sequence[BatchPlan]) -> str:
             plan.disk_full,
             plan.disk_free_bytes,
             plan.fallback_on_small_fs,
+            plan.disk_delay,
+            plan.recording_symlinked,
             plan.symlinks,
             plan.abort_after_s,
             plan.hard_cancel_after_s,

@@ -78,6 +78,10 @@ __all__ = ["TEST_SERVER", "VIOLATIONS", "CampaignOptions", "CampaignReport", "ru
 
 TEST_SERVER: Final = Path(__file__).resolve().parents[1] / "tests" / "mcp_server" / "server.py"
 WATCHDOG_S: Final = 60.0
+SLOW_FSYNC_S: Final = 4.0
+"""Each fsync of a slow disk (``store.slow_disk``) waits this long."""
+SETTLE_S: Final = 30.0
+"""How long writes a deadline abandoned may take to be cleaned up after the batch."""
 """A batch still running after this long is counted as hung and cancelled."""
 SETTLE_S: Final = 3.0
 """How long processes get to disappear after a batch before they count as left behind."""
@@ -105,7 +109,7 @@ VIOLATIONS: Final = {
     "hung": "batches hung past the watchdog",
     "recorder": "failed transcript appends that changed the file or lost a turn",
     "hijacked": "writes into a hijacked fallback directory",
-    "boundaries": "boundary faults not survived (deep JSON, HTTP flood, stalled reader, kill -9)",
+    "boundaries": "boundary faults not survived (JSON, floods, readers, kill -9)",
 }
 """Every violation counter and what it counts; the campaign fails if any is above zero."""
 
@@ -462,6 +466,10 @@ class _Campaign:
             deny_percent=plan.eacces_percent if self.eacces else 0,
             deny_seed=plan.salt,
         )
+        if plan.disk_delay == "slow":
+            store.fsync_delay_s = SLOW_FSYNC_S
+        elif plan.disk_delay == "hanging":
+            store.disk_back.clear()
         planted: list[Planted] = []
         if plan.symlinks and hijacked is not None:
             report.faults["store.symlink"] -= 1  # the directories are not the store's to plant in
@@ -499,6 +507,20 @@ class _Campaign:
             await recorder.record_message("user", [TextPart(text=f"{plan.salt} before")])
             self.small_disk.fill(plan.recorder_free_bytes or 0)
         transcript_before = transcript.read_bytes() if recorder_fault else b""
+        swapped: tuple[Path, Path] | None = None
+        refused = False
+        if plan.recording_symlinked:
+            # The transcript is open (one record), then swapped for a symlink to a victim,
+            # as a command in the workspace could: the turn's record must fail, touching
+            # neither the victim nor the kept transcript.
+            await recorder.record_message("user", [TextPart(text=f"{plan.salt} before")])
+            victim = self.work / "victims" / f"{name}-transcript-victim"
+            victim.parent.mkdir(parents=True, exist_ok=True)
+            victim.write_bytes(VICTIM_BYTES)
+            kept = self.work / "transcripts" / f"{name}.kept.jsonl"
+            transcript.rename(kept)
+            transcript.symlink_to(victim)
+            swapped = (victim, kept)
         config = SchedulerConfig(
             batch_budget=plan.budget,
             concurrency=plan.concurrency,
@@ -529,9 +551,15 @@ class _Campaign:
                 try:
                     turn = await scheduler.run_batch(plan.raw_calls, abort=abort, observer=observer)
                 except RecorderError as exc:
-                    turn = await self.check_failed_append(
-                        plan, exc, recorder, transcript, transcript_before
-                    )
+                    if swapped is not None:
+                        refused = True
+                        turn = await self.check_swapped_transcript(
+                            plan, exc, recorder, transcript, *swapped
+                        )
+                    else:
+                        turn = await self.check_failed_append(
+                            plan, exc, recorder, transcript, transcript_before
+                        )
                 except Exception as exc:  # bad input must never escape run_batch
                     report.count("raised", index, [f"{type(exc).__name__}: {exc}"], per_batch=True)
             tg.cancel_scope.cancel()
@@ -544,6 +572,12 @@ class _Campaign:
         if scope.cancelled_caught and limit is not None:
             report.totals["batches cancelled by the caller"] += 1
 
+        if swapped is not None and turn is not None and not refused:
+            swap_problem = ["a swapped transcript was recorded to"]
+            report.count("recorder", index, swap_problem, per_batch=False)
+        recorder.close()  # a recorder holds its transcript open until closed
+        store.disk_back.set()
+        await self.settle_store(store, [primary, fallback])
         await self.check_processes(index)
         if hijacked is not None:
             self.check_hijacked(plan, store, hijacked)
@@ -615,6 +649,45 @@ class _Campaign:
             problems.append(f"the transcript loads as {[entry.type for entry in entries]}")
         report.count("recorder", index, problems, per_batch=False)
         return turn
+
+    async def check_swapped_transcript(
+        self,
+        plan: BatchPlan,
+        exc: RecorderError,
+        recorder: JsonlRecorder,
+        transcript: Path,
+        victim: Path,
+        kept: Path,
+    ) -> Turn | None:
+        """A transcript swapped for a symlink: the record failed and nothing was written
+        anywhere; once the real transcript is back, the same recorder records the turn."""
+        problems: list[str] = []
+        turn = exc.turn if isinstance(exc.turn, Turn) else None
+        if await anyio.Path(victim).read_bytes() != VICTIM_BYTES:
+            problems.append("the turn was appended through the transcript's symlink")
+        if [entry.type for entry in load_session(kept)] != ["message"]:
+            problems.append("the kept transcript changed")
+        if "replaced" not in str(exc):
+            problems.append(f"the error does not name the swap: {exc}")
+        await anyio.Path(transcript).unlink()
+        await anyio.Path(kept).rename(transcript)
+        if turn is None:
+            problems.append("RecorderError without the turn it did not record")
+        else:
+            try:
+                await recorder.record_turn(turn)
+            except RecorderError as again:
+                problems.append(f"the restored transcript refused the turn: {again}")
+        self.report.count("recorder", plan.index, problems, per_batch=False)
+        self.report.totals["transcripts swapped for a symlink, nothing followed"] += 1
+        return turn
+
+    async def settle_store(self, store: ChaosStore, directories: list[Path]) -> None:
+        """Wait (bounded) for writes a deadline abandoned to be cleaned up by their threads:
+        a temp part still there afterwards is a leak the store's checks report."""
+        with anyio.move_on_after(SETTLE_S):
+            while checks.temp_files(directories):  # noqa: ASYNC110 (pool threads, no event)
+                await anyio.sleep(0.05)
 
     def check_hijacked(self, plan: BatchPlan, store: ChaosStore, hijacked: Path) -> None:
         """Nothing may be written into (or through) a fallback someone else controls."""

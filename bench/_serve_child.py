@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import anyio
 
 import toolbatch
-from toolbatch import Registry, SchedulerConfig, ToolCall, ToolScheduler, Turn, tool
-from toolbatch.service import CallObserver, parse_batch, serve
+from toolbatch import BatchObserver, Registry, SchedulerConfig, ToolCall, ToolScheduler, Turn, tool
+from toolbatch.service import parse_batch, serve
 
 
 @tool
@@ -45,7 +45,7 @@ class _Backend:
         *,
         budget: int | None,
         abort: anyio.Event,
-        observer: CallObserver,
+        observer: BatchObserver,
     ) -> Turn:
         return await self._scheduler.run_batch(calls, abort=abort, observer=observer, budget=budget)
 

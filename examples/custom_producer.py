@@ -46,8 +46,7 @@ def _files_under(root: str) -> list[str] | None:
 class TreeProducer:
     """Lists every file under a directory; long listings go to an artifact, once."""
 
-    output_threshold = None  # this producer bounds its own output
-    preview_lines = 20
+    preview_lines = 20  # it bounds its own output: its declaration has no output_threshold
 
     @property
     def declaration(self) -> ToolDeclaration:

@@ -16,8 +16,45 @@ from pathlib import Path
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, settings
 
 from toolbatch.artifacts._home import STATE_DIR_ENV
+
+# Hypothesis: small by default (the edit loop), full where HYPOTHESIS_PROFILE=ci (.ci/run).
+settings.register_profile("ci", max_examples=100, deadline=None)
+settings.register_profile(
+    "dev", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+TESTS = Path(__file__).resolve().parent
+# The fast tier (`make check`): pure logic, no subprocess, server or model API. Every other
+# test is marked `integration` below; `make test` runs both.
+FAST_TIER = (
+    "finalize/",
+    "providers/",
+    "transports/test_json_string.py",
+    "transports/test_acp_projection.py",
+    "permissions/",
+    "test_preview.py",
+    "test_text.py",
+    "test_wire.py",
+    "test_json_limits.py",
+    "test_layers.py",
+    "test_public_api.py",
+    "test_descriptor_io.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        relative = item.path.resolve().relative_to(TESTS).as_posix()
+        if not relative.startswith(FAST_TIER):
+            item.add_marker(pytest.mark.integration)
+        if relative.startswith("ray/"):
+            # One Ray instance per run: every Ray test runs in the same xdist worker.
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

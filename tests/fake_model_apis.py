@@ -24,6 +24,7 @@ __all__ = [
     "chat_answer",
     "fake_api",
     "responses_answer",
+    "unanswered_chat_calls",
 ]
 
 Call = tuple[str, str, str]
@@ -83,10 +84,37 @@ def fake_api(answer: Answer, *, prefix: str = "") -> Iterator[FakeApi]:
         thread.join()
 
 
+def unanswered_chat_calls(messages: list[dict[str, Any]]) -> list[str]:
+    """The ids of assistant tool calls not answered by the tool messages right after them:
+    Chat Completions refuses such a request (HTTP 400)."""
+    missing: list[str] = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        answered = set()
+        for following in messages[index + 1 :]:
+            if following.get("role") != "tool":
+                break
+            answered.add(following.get("tool_call_id"))
+        missing.extend(c["id"] for c in message["tool_calls"] if c["id"] not in answered)
+    return missing
+
+
 def chat_answer(calls: list[Call], *, final: str = "done") -> Answer:
-    """Chat Completions: the calls first, then ``final`` and a count of the results."""
+    """Chat Completions: the calls first, then ``final`` and a count of the results.
+
+    A request with an unanswered tool call is refused as the real API does (HTTP 400).
+    """
 
     def answer(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        missing = unanswered_chat_calls(body["messages"])
+        if missing:
+            message_text = (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(missing)}"
+            )
+            return 400, {"error": {"message": message_text, "type": "invalid_request_error"}}
         results = [m for m in body["messages"] if m["role"] == "tool"]
         if results:
             message: dict[str, Any] = {

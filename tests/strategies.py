@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import base64
 import functools
+import shlex
 from pathlib import Path
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import JsonValue
 
@@ -29,6 +31,17 @@ from toolbatch import (
 )
 from toolbatch.finalize import PLAN_MODE_REENTRY_REMINDER, PLAN_MODE_REMINDER
 
+
+def scaled(examples: int) -> int:
+    """``examples`` under the full profile (CI), a fifth of it (at least 5) in the edit loop.
+
+    The profile is chosen by ``HYPOTHESIS_PROFILE`` (see ``tests/conftest.py``); a test that
+    sets its own ``max_examples`` passes it through here so the profile still sizes it.
+    """
+    full = settings.get_profile("ci").max_examples
+    return max(5, examples * settings.default.max_examples // full)
+
+
 __all__ = [
     "CALL_IDS",
     "PNG_SIGNATURE",
@@ -37,11 +50,14 @@ __all__ = [
     "media_parts",
     "parts_lists",
     "persisted_files",
+    "plain_commands",
     "response_batches",
+    "substituted_commands",
     "text_parts",
     "text_units",
     "texts",
     "tool_call_responses",
+    "wrapped_commands",
 ]
 
 CALL_IDS = ("c1", "c2", "c3", "c1-1", "dir/c1", "dir_c1", "../c2", "", "长-id")
@@ -245,3 +261,98 @@ def response_batches(
     return st.lists(
         tool_call_responses(text=text, files=files), min_size=min_size, max_size=max_size
     )
+
+
+# -- shell commands, for the permission rules ------------------------------------------------
+
+_SPELLINGS = ("{}", "'{}'", '"{}"', "\\{}", "$'{}'", "/usr/bin/{}", "/bin/{}")
+_PREFIXES = (
+    "",
+    "env ",
+    "env -i A=1 ",
+    "exec ",
+    "command ",
+    "nice -n 5 ",
+    "nohup ",
+    "timeout 5 ",
+    "time ",
+    "sudo -u root ",
+    "xargs ",
+    "xargs -n1 ",
+    "FOO=bar ",
+    "LD_PRELOAD=x.so ",
+)
+_STATEMENT_WRAPPERS = (
+    "({})",
+    "{{ {}; }}",
+    "if true; then {}; fi",
+    "if false; then :; else {}; fi",
+    "! {}",
+    "for i in 1; do {}; done",
+    "while {}; do break; done",
+    "case a in a) {};; esac",
+    "f() {{ {}; }}",
+    "echo $({})",
+    "cat <({})",
+    "tee >({})",
+    "x=$({})",
+    "[[ -n $({}) ]]",
+    "echo ${{x:-$({})}}",
+    "true && {}",
+    "false || {}",
+    "echo a | {}",
+    "{}; echo done",
+    "{} &",
+    "echo {{a,b}}; {}",
+)
+_SHELLS = ("bash -c {}", "sh -c {}", "eval {}", "bash -lc {}")
+
+
+@st.composite
+def _simple_spelled(draw: st.DrawFn, name: str, argument: str) -> str:
+    spelling = draw(st.sampled_from(_SPELLINGS)).format(name)
+    return draw(st.sampled_from(_PREFIXES)) + spelling + " " + argument
+
+
+def _wrap(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    statement = st.tuples(st.sampled_from(_STATEMENT_WRAPPERS), inner).map(
+        lambda pair: pair[0].format(pair[1])
+    )
+    shell = st.tuples(st.sampled_from(_SHELLS), inner).map(
+        lambda pair: pair[0].format(shlex.quote(pair[1]))
+    )
+    return statement | shell
+
+
+def wrapped_commands(name: str = "touch", argument: str = "x") -> st.SearchStrategy[str]:
+    """``name argument`` spelled any way bash accepts (quoted, escaped, ANSI-C, by path,
+    after wrappers), nested in any syntax that runs it (subshells, groups, control flow,
+    functions, substitutions, ``bash -c`` strings, lists and pipelines)."""
+    return st.recursive(_simple_spelled(name, argument), _wrap, max_leaves=4)
+
+
+_PLAIN_WORDS = st.sampled_from(["-la", "src", "a.txt", "'two words'", '"quoted"', "--stat"])
+
+
+def plain_commands(names: tuple[str, ...] = ("git status", "ls", "echo")) -> st.SearchStrategy[str]:
+    """Plain sequences: simple commands of literal words joined by ``&& || ; |``."""
+    simple = st.tuples(st.sampled_from(names), st.lists(_PLAIN_WORDS, max_size=3)).map(
+        lambda pair: " ".join([pair[0], *pair[1]])
+    )
+    separators = st.sampled_from([" && ", " || ", "; ", " | ", "\n"])
+    return st.tuples(st.lists(simple, min_size=1, max_size=4), separators).map(
+        lambda pair: pair[1].join(pair[0])
+    )
+
+
+_SUBSTITUTIONS = ("$(touch M)", "`touch M`", "<(touch M)", ">(touch M)", '"$(touch M)"')
+
+
+@st.composite
+def substituted_commands(draw: st.DrawFn) -> str:
+    """A plain sequence with a command or process substitution spliced in anywhere."""
+    plain = draw(plain_commands())
+    cut = draw(st.integers(0, len(plain)))
+    substitution = draw(st.sampled_from(_SUBSTITUTIONS))
+    space = draw(st.sampled_from(["", " "]))
+    return plain[:cut] + space + substitution + space + plain[cut:]

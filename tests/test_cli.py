@@ -254,9 +254,10 @@ BAD_INPUT = [
         ["run", "--mcp-config", "/no/such/mcp.json", "-"], b"[]", "/no/such/mcp.json", id="mcp"
     ),
     pytest.param(
-        ["run", "--dual-output", "/no/such/dir/events.jsonl", "-"],
+        # A missing directory is created (as for --record); a file in the way is not.
+        ["run", "--dual-output", "/dev/null/events.jsonl", "-"],
         b"[]",
-        "/no/such/dir/events.jsonl",
+        "/dev/null/events.jsonl",
         id="dual-output",
     ),
 ]

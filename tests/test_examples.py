@@ -301,3 +301,23 @@ def test_the_sdk_examples_without_a_model_name_explain_themselves(
     )
     assert done.returncode == 2
     assert variable in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "first_line"),
+    [
+        pytest.param("langgraph_node.py", "The logs are long", id="langgraph"),
+        pytest.param("pydantic_ai_toolset.py", "Two long listings", id="pydantic-ai"),
+        pytest.param("openai_agents_tools.py", "Listings saved", id="openai-agents"),
+        pytest.param("mini_swe_agent_env.py", "exit status: Submitted", id="mini-swe-agent"),
+    ],
+)
+def test_framework_examples_send_a_bounded_batch(script: str, first_line: str) -> None:
+    """Each framework example's three calls reach its fake model within the 6,000 budget."""
+    done = _run(script)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.count("Tool output truncated.") == 2, out
+    sent = next(line for line in out.splitlines() if "within budget 6,000" in line)
+    assert int(sent.split()[0].replace(",", "")) <= 6_000
+    assert first_line in out

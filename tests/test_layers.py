@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"producers", "finalize", "hooks", "transports", "providers", "permissions"},
     {"recorder", "scheduler"},
     {"agent", "testing"},
-    {"service", "acp", "ray"},
+    {"service", "acp", "ray", "integrations"},
     {"cli", "__init__"},
 ]
 SIBLING_RULES = {
@@ -31,6 +31,7 @@ SIBLING_RULES = {
     "service": {"acp"},
     "acp": {"service"},
     "ray": {"service", "acp"},
+    "integrations": {"service", "acp", "ray"},
 }
 
 

@@ -28,6 +28,11 @@ PACKAGES = [
     "toolbatch.testing",
     "toolbatch.telemetry",
     "toolbatch.ray",
+    "toolbatch.integrations",
+    "toolbatch.integrations.langgraph",
+    "toolbatch.integrations.pydantic_ai",
+    "toolbatch.integrations.openai_agents",
+    "toolbatch.integrations.mini_swe_agent",
 ]
 
 CONTRACT = {
@@ -65,8 +70,12 @@ CONTRACT = {
         "ToolHookOutput",
         "load_settings",
     ],
-    "toolbatch.permissions": ["PermissionRule", "Permissions"],
+    "toolbatch.permissions": ["PermissionRule", "Permissions", "analyze_command"],
     "toolbatch.ray": ["SessionHandle", "SessionPool", "open_session"],
+    "toolbatch.integrations.langgraph": ["ToolbatchNode"],
+    "toolbatch.integrations.pydantic_ai": ["ToolbatchToolset"],
+    "toolbatch.integrations.openai_agents": ["ToolbatchTools"],
+    "toolbatch.integrations.mini_swe_agent": ["ToolbatchEnvironment"],
     "toolbatch.agent": [
         "AnthropicModel",
         "ModelError",

@@ -80,6 +80,12 @@ def test_every_readme_command_runs_as_written_and_prints_what_it_shows(tmp_path:
             check=False,
         )
         assert done.returncode == 0, f"{runnable}\n{done.stdout}\n{done.stderr}"
+        if all("toolbatch " in command for command in runnable):
+            # A toolbatch example shows every line it prints, nothing left out.
+            printed = [line for line in done.stdout.splitlines() if line.strip()]
+            assert printed == shown, f"the README shows {shown!r}; the command printed:\n" + (
+                done.stdout
+            )
         for line in shown:
             assert line in done.stdout, f"the README shows {line!r}; the commands printed:\n" + (
                 done.stdout

@@ -4,7 +4,13 @@ It runs one model turn's batch of tool calls (shell commands, MCP tools, custom 
 tools) concurrently, returns the responses in the model's call order, and guarantees that
 what goes back to the model, what is recorded for resume and what hooks see are the same
 bounded response.
+
+Everything an embedder needs is importable from here; the agent loop's names
+(``AgentLoop``, ``Message``, ``Model``, ``ModelReply``) are imported on first use, so a
+program that only runs batches never loads the model clients.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from toolbatch._core import (
     BatchObserver,
@@ -33,31 +39,54 @@ from toolbatch.errors import (
     ConfigError,
     McpConfigError,
     McpError,
+    ModelError,
     RecorderError,
     SessionHostError,
     ToolbatchError,
     ToolRegistrationError,
+    TurnAlreadyCompleted,
 )
+from toolbatch.hooks import CommandHook, EventHook, PostToolBatchInput, PostToolBatchOutput
 from toolbatch.logs import configure_logging
 from toolbatch.producers import FunctionTool, Producer, ProducerContext, tool
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
+    PendingTurn,
     Registry,
     SchedulerConfig,
     ToolScheduler,
     default_registry,
 )
 
+if TYPE_CHECKING:
+    from toolbatch.agent import AgentLoop, Message, Model, ModelReply
+
 __version__ = "0.1.0"
 
+_AGENT_NAMES = frozenset({"AgentLoop", "Message", "Model", "ModelReply"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _AGENT_NAMES:
+        import toolbatch.agent
+
+        value = getattr(toolbatch.agent, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'toolbatch' has no attribute {name!r}")
+
+
 __all__ = [
+    "AgentLoop",
     "ArtifactCapExceeded",
     "ArtifactError",
     "ArtifactStore",
     "ArtifactStream",
     "ArtifactWriteError",
     "BatchObserver",
+    "CommandHook",
     "ConfigError",
+    "EventHook",
     "FileData",
     "FileDataPart",
     "FunctionResponse",
@@ -68,7 +97,14 @@ __all__ = [
     "JsonlRecorder",
     "McpConfigError",
     "McpError",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelReply",
     "Part",
+    "PendingTurn",
+    "PostToolBatchInput",
+    "PostToolBatchOutput",
     "Producer",
     "ProducerContext",
     "RecordedTurn",
@@ -87,6 +123,7 @@ __all__ = [
     "ToolScheduler",
     "ToolbatchError",
     "Turn",
+    "TurnAlreadyCompleted",
     "__version__",
     "configure_logging",
     "default_registry",

@@ -18,6 +18,8 @@ ToolbatchError
 │   └── ReplyShapeError         a reply that is no shape of that API's replies (.api;
 │                               also a ValueError)
 ├── RecorderError               the transcript could not be written or read (.path, .turn)
+├── TurnAlreadyCompleted        complete_turn was given a turn it already completed (also a
+│                               RuntimeError)
 └── SessionHostError            a remote session (toolbatch.ray) could not be opened or
                                 used (.session_id)
 ```
@@ -45,6 +47,7 @@ __all__ = [
     "SessionHostError",
     "ToolRegistrationError",
     "ToolbatchError",
+    "TurnAlreadyCompleted",
 ]
 
 
@@ -208,3 +211,8 @@ class SessionHostError(ToolbatchError):
     def __init__(self, message: str, *, session_id: str):
         super().__init__(message)
         self.session_id = session_id
+
+
+class TurnAlreadyCompleted(ToolbatchError, RuntimeError):
+    """A turn was given to ``complete_turn`` a second time (a turn completes exactly once),
+    or a response was added to a turn after its completion."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,16 @@ import anyio.to_thread
 import structlog
 from pydantic import ValidationError
 
-from toolbatch._core import InlineDataPart, Part, ToolCall, ToolCallResponse, Turn, parts_adapter
+from toolbatch._core import (
+    InlineDataPart,
+    Part,
+    ReplacedFileError,
+    ToolCall,
+    ToolCallResponse,
+    Turn,
+    UserFile,
+    parts_adapter,
+)
 from toolbatch.errors import ConfigError, RecorderError
 
 __all__ = [
@@ -140,7 +148,12 @@ class JsonlRecorder:
 
     Args:
         path: the transcript file (created 0600 with its directory if missing). An existing
-            transcript is appended to; a torn last line left by a crash is cut off first.
+            transcript is appended to (and made 0600); a torn last line left by a crash is
+            cut off first. It is opened once, never through a symlink, and must be a regular
+            file of this user; every record goes through that descriptor, after checking
+            the path still names it: a transcript replaced underneath (say, by a command
+            that made it a symlink) raises ``RecorderError`` and nothing is written
+            anywhere. ``close()`` closes it.
 
     A failed append (a full disk, an I/O error, a failed fsync) raises ``RecorderError`` and
     leaves the file exactly as it was: it is cut back to its size before the append, so
@@ -154,6 +167,7 @@ class JsonlRecorder:
         self.path = Path(path)
         self.session_id = session_id if session_id is not None else self.path.stem
         self._seq: int | None = None
+        self._file: UserFile | None = None
         self._torn = False
         self._lock = anyio.Lock()
 
@@ -232,16 +246,21 @@ class JsonlRecorder:
             self._seq = seq
 
     def _prepare(self) -> int:
-        """Create the file if needed, cut a torn last line, and return the last seq."""
+        """Open the file once (creating it), cut a torn last line, and return the last seq."""
+        file = self._file
+        if file is None:
+            try:
+                file = UserFile.open(self.path, append=True)
+            except OSError as exc:
+                raise RecorderError(
+                    f"cannot open transcript {str(self.path)!r}: {exc.strerror or exc}; choose "
+                    f"a writable path",
+                    path=self.path,
+                ) from exc
+            self._file = file
+        fd = file.fd
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise RecorderError(
-                f"cannot open transcript {str(self.path)!r}: {exc}; choose a writable path",
-                path=self.path,
-            ) from exc
-        try:
+            file.check()
             size = os.fstat(fd).st_size
             keep = _line_start_before(fd, size)
             if keep < size:
@@ -252,8 +271,8 @@ class JsonlRecorder:
                 return 0
             last_start = _line_start_before(fd, keep - 1)
             last = os.pread(fd, keep - last_start, last_start)
-        finally:
-            os.close(fd)
+        except OSError as exc:
+            raise self._append_error(exc) from exc
         try:
             return int(json.loads(last).get("seq", 0))
         except (ValueError, AttributeError):
@@ -262,44 +281,49 @@ class JsonlRecorder:
     def _write(self, line: bytes) -> None:
         """Append ``line`` and fsync it, or leave the file exactly as it was and raise.
 
-        A failed write or fsync (a full disk, an I/O error) is undone by cutting the file
+        The append goes through the descriptor opened first, once the path is checked to
+        still name that file (a replaced transcript is reported, nothing is written). A
+        failed write or fsync (a full disk, an I/O error) is undone by cutting the file
         back to its size before the append, so the next record never follows a fragment.
         """
+        assert self._file is not None
+        fd = self._file.fd
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._file.check()
+            start = os.fstat(fd).st_size
         except OSError as exc:
             raise self._append_error(exc) from exc
         try:
-            info = os.fstat(fd)
-            start = info.st_size
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            error = self._append_error(exc)
             try:
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view) :]
+                os.ftruncate(fd, start)
                 os.fsync(fd)
-            except OSError as exc:
-                error = self._append_error(exc)
-                if not stat.S_ISREG(info.st_mode):
-                    raise error from exc  # a device or a pipe: nothing kept to cut back
-                try:
-                    os.ftruncate(fd, start)
-                    os.fsync(fd)
-                except OSError as cut_error:
-                    log.error(
-                        "recorder.append_not_undone", path=str(self.path), error=str(cut_error)
-                    )
-                    self._torn = True
-                    raise error from exc
-                log.info("recorder.append_undone", path=str(self.path), error=str(exc))
+            except OSError as cut_error:
+                log.error("recorder.append_not_undone", path=str(self.path), error=str(cut_error))
+                self._torn = True
                 raise error from exc
-        finally:
-            os.close(fd)
+            log.info("recorder.append_undone", path=str(self.path), error=str(exc))
+            raise error from exc
+
+    def close(self) -> None:
+        """Close the transcript's descriptor (the next record opens it again)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._seq = None
 
     def _append_error(self, exc: OSError) -> RecorderError:
+        fix = "free disk space or choose another path"
+        if isinstance(exc, ReplacedFileError):
+            fix = "the transcript was not followed elsewhere"
         return RecorderError(
             f"cannot append to transcript {str(self.path)!r}: {exc.strerror or exc}; the turn "
-            f"was not recorded (the transcript is as it was); free disk space or choose "
-            f"another path",
+            f"was not recorded (the transcript is as it was); {fix}",
             path=self.path,
         )
 

@@ -126,6 +126,12 @@ class RecordingClient:
                 "tool_call_id": tool_call.tool_call_id,
                 "raw_input": tool_call.raw_input,
                 "options": [option.option_id for option in options],
+                "option_names": [option.name for option in options],
+                "content": [
+                    block.content.text
+                    for block in tool_call.content or ()
+                    if getattr(block.content, "text", None) is not None
+                ],
             }
         )
         choice = self.answers.pop(0) if self.answers else self.default
@@ -188,6 +194,7 @@ async def running_agent(
     tmp_path: Path,
     client: RecordingClient | None = None,
     initialize: bool = True,
+    cwd: Path | None = None,
 ) -> AsyncIterator[RunningAgent]:
     """``toolbatch acp <flags>`` as a subprocess, with a connected client.
 
@@ -204,6 +211,7 @@ async def running_agent(
             stderr=stderr_file,
             limit=LINE_LIMIT_BYTES,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            cwd=cwd,
         )
     assert process.stdin is not None
     assert process.stdout is not None

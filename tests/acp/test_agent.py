@@ -125,7 +125,8 @@ async def test_large_results_reach_the_editor_bounded_and_the_model_as_recorded(
     for update in frames.updates():
         if update["sessionUpdate"] == "tool_call_update" and "content" in update:
             assert json_string_bytes(_content_text(update)) <= ACP_TOOL_RESULT_JSON_BYTES
-            assert json_string_bytes(update["rawOutput"]) <= ACP_TOOL_RESULT_JSON_BYTES
+            if update.get("status") != "in_progress":  # a running call's lines have none
+                assert json_string_bytes(update["rawOutput"]) <= ACP_TOOL_RESULT_JSON_BYTES
     seq_id, han_id, small_id = (u["toolCallId"] for u in frames.tool_calls())
     seq_display = _content_text(frames.final(seq_id))
     assert "400000\n" in seq_display

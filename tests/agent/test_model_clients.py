@@ -171,6 +171,10 @@ async def test_responses_client_sends_function_call_outputs_with_the_image_insid
     _within_budget(texts)
     assert "audio/wav" in output["call_wav"]
     assert "not valid JSON" in output["call_bad"]
+    # Every call goes back exactly as the model sent it, the malformed one included.
+    sent = {call_id: arguments for call_id, _, arguments in CALLS}
+    back = {i["call_id"]: i["arguments"] for i in items if i.get("type") == "function_call"}
+    assert back == sent
 
 
 async def test_anthropic_client_sends_tool_results_first_with_the_image_inside() -> None:

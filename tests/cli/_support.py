@@ -36,9 +36,16 @@ def write_mcp_config(directory: Path) -> Path:
 
 
 def run_toolbatch(
-    *args: str, stdin: bytes | None = None, cwd: Path | None = None, timeout: float = 90
+    *args: str,
+    stdin: bytes | None = None,
+    cwd: Path | None = None,
+    timeout: float = 90,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``toolbatch ARGS`` to the end; stdout and stderr are captured as bytes."""
+    """Run ``toolbatch ARGS`` to the end; stdout and stderr are captured as bytes.
+
+    ``env`` adds variables to this process's environment (``HOME`` for a test's own
+    ``~/.claude``)."""
     return subprocess.run(
         [*TOOLBATCH, *args],
         input=stdin if stdin is not None else b"",
@@ -46,6 +53,7 @@ def run_toolbatch(
         timeout=timeout,
         cwd=cwd,
         check=False,
+        env=None if env is None else {**os.environ, **env},
     )
 
 

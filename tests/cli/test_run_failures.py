@@ -60,9 +60,49 @@ def test_hostile_batches_are_usage_errors(tmp_path: Path, source: str, fragment:
     assert fragment in _one_line(done.stderr)
 
 
-def test_a_failing_record_still_prints_the_results(tmp_path: Path) -> None:
-    """--record /dev/full: the command ran and its output is shown; exit 1 with the fix."""
-    done = run_toolbatch("run", str(_batch(tmp_path)), "--record", "/dev/full", cwd=tmp_path)
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [
+        pytest.param(None, "the batch in", id="batch"),
+        pytest.param("--settings", "the settings file", id="settings-file"),
+        pytest.param("--mcp-config", "the MCP config file", id="mcp-config"),
+    ],
+)
+def test_unclosed_brackets_are_a_usage_error_on_every_input(
+    tmp_path: Path, option: str | None, fragment: str
+) -> None:
+    """Issue 29, item 5: 5 KB of "[" used to crash ``run`` with a RecursionError."""
+    unclosed = tmp_path / "unclosed.json"
+    unclosed.write_text("[" * 5_000)
+    if option is None:
+        done = run_toolbatch("run", str(unclosed), cwd=tmp_path)
+    else:
+        done = run_toolbatch("run", str(_batch(tmp_path)), option, str(unclosed), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == b""
+    line = _one_line(done.stderr)
+    assert fragment in line
+    assert "deeper than 128 levels" in line
+
+
+def _full(small_fs: Path) -> Path:
+    """A file on a filesystem with no room left: its writes fail with ENOSPC."""
+    target = small_fs / "out.jsonl"
+    target.touch()
+    with open(small_fs / "filler", "wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 65_536)
+                filler.flush()
+        except OSError:
+            pass
+    return target
+
+
+def test_a_failing_record_still_prints_the_results(tmp_path: Path, small_fs: Path) -> None:
+    """--record on a full disk: the command ran and its output is shown; exit 1 with the fix."""
+    full = str(_full(small_fs))
+    done = run_toolbatch("run", str(_batch(tmp_path)), "--record", full, cwd=tmp_path)
     assert done.returncode == 1
     assert MARKER in done.stdout.decode()
     line = _one_line(done.stderr)
@@ -91,15 +131,17 @@ def test_stdout_on_dev_full_fails_loudly_and_the_sidecar_gets_everything(tmp_pat
     assert any(e["type"] == "result" and MARKER in e["result"] for e in events)
 
 
-def test_dual_output_on_dev_full_fails_loudly_and_stdout_gets_the_results(
-    tmp_path: Path,
+def test_dual_output_on_a_full_disk_fails_loudly_and_stdout_gets_the_results(
+    tmp_path: Path, small_fs: Path
 ) -> None:
-    """--dual-output /dev/full: stdout is complete; one line names the sidecar."""
-    done = run_toolbatch("run", str(_batch(tmp_path)), "--dual-output", "/dev/full", cwd=tmp_path)
+    """--dual-output on a full disk: stdout is complete; one line names the sidecar."""
+    full = str(_full(small_fs))
+    done = run_toolbatch("run", str(_batch(tmp_path)), "--dual-output", full, cwd=tmp_path)
     assert done.returncode == 1
     assert MARKER in done.stdout.decode()
     line = _one_line(done.stderr)
-    assert "cannot write the results to the dual output file '/dev/full'" in line
+    assert f"cannot write the results to the dual output file {full!r}" in line
+    assert "No space left on device" in line
     assert "--dual-output" in line
 
 

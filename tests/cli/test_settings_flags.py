@@ -22,7 +22,7 @@ def test_settings_files_map_to_the_scheduler_config_in_order(command: str, tmp_p
         [command, "--settings", str(user), "--settings", str(project), "--mcp-startup-timeout", "7"]
     )
     config = _scheduler_config(args)
-    assert config.settings == [str(user), str(project)]
+    assert config.loaded_settings.sources == (str(user), str(project))
     assert config.mcp_startup_timeout == 7
     rules = config.loaded_settings.permissions
     assert [r.text for r in rules.allow] == ["Bash(ls *)"]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.finalize._support import RecordingStore, budgeted_length, split_slots
-from tests.strategies import response_batches
+from tests.strategies import response_batches, scaled
 from toolbatch import (
     FileDataPart,
     FunctionResponsePart,
@@ -40,10 +40,10 @@ from toolbatch.finalize._slots import (
 # Batches of up to 50 responses with texts of many thousand code points are slow to
 # build, not slow to finalize; the checks below are what these examples are for.
 PROPERTY_SETTINGS = settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=scaled(80), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 STORE_SETTINGS = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 

@@ -143,7 +143,7 @@ async def test_a_bare_deny_hides_a_tool_and_settings_merge_in_order(tmp_path: Pa
         settings=[user, SETTINGS], mcp_servers=MCP, artifacts_dir=tmp_path, sandbox="off"
     )
     async with ToolScheduler(default_registry(), config) as scheduler:
-        names = {d.name for d in scheduler.declarations()}
+        names = {d.name for d in await scheduler.wait_for_tools()}
         turn = await scheduler.run_batch([shell("curl", "curl http://127.0.0.1:9/")])
     assert "mcp__t__env" not in names
     assert "mcp__t__echo" in names

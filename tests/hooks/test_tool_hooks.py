@@ -76,8 +76,9 @@ async def run(tmp_path: Path, calls: list[ToolCall], **config: Any) -> Turn:
 
 
 async def test_each_event_receives_claude_codes_input_fields(tmp_path: Path) -> None:
-    """session_id, cwd, permission_mode, hook_event_name, tool_name, tool_input, tool_use_id;
-    tool_response and duration_ms after success; error and is_interrupt after a failure."""
+    """session_id, transcript_path, cwd, permission_mode, hook_event_name, tool_name,
+    tool_input, tool_use_id; tool_response and duration_ms after success; error and
+    is_interrupt after a failure. The shell is Bash, as in Claude Code."""
     seen = tmp_path / "seen.jsonl"
     record = script(
         tmp_path, "record.py", f"open({str(seen)!r}, 'a').write(sys.stdin.read() + '\\n')"
@@ -98,15 +99,20 @@ async def test_each_event_receives_claude_codes_input_fields(tmp_path: Path) -> 
     by_event = {e["hook_event_name"]: e for e in events}
     assert set(by_event) == {"PreToolUse", "PostToolUse", "PostToolUseFailure"}
     pre = by_event["PreToolUse"]
-    assert pre["tool_name"] == "run_shell_command"
+    assert pre["tool_name"] == "Bash"
     assert pre["tool_input"] == {"command": "echo hi"}
     assert pre["tool_use_id"] == "c1"
     assert pre["session_id"] == "s-1"
+    assert pre["transcript_path"] is None  # nothing recorded
     assert pre["cwd"] == str(Path.cwd())
     assert pre["permission_mode"] == "default"
     post = by_event["PostToolUse"]
-    assert post["tool_response"]["stdout"].startswith("hi")  # Claude Code's Bash shape
-    assert post["tool_response"]["interrupted"] is False
+    assert post["tool_response"] == {  # Claude Code's Bash output object
+        "stdout": "hi\n",
+        "stderr": "",
+        "interrupted": False,
+        "isImage": False,
+    }
     assert isinstance(post["duration_ms"], int)
     failure = by_event["PostToolUseFailure"]
     assert failure["tool_name"] == "explode"
@@ -130,7 +136,7 @@ async def test_python_hooks_for_each_event_sync_and_async(tmp_path: Path) -> Non
 
     def post(data: PostToolUseInput) -> ToolHookOutput:  # a plain function: a worker thread
         seen.append(data.hook_event_name)
-        return ToolHookOutput(additional_context=f"saw {data.tool_response['output']!r}")
+        return ToolHookOutput(additional_context=f"saw {data.tool_response['stdout']!r}")
 
     async def failed(data: PostToolUseFailureInput) -> ToolHookOutput:
         seen.append(data.hook_event_name)
@@ -255,10 +261,10 @@ async def test_matchers_follow_claude_codes_rules(tmp_path: Path) -> None:
     await run(tmp_path, calls, hooks=hooks)
     assert sorted(ran) == sorted(
         [
-            "bash:run_shell_command",
-            "regex:run_shell_command",
-            "all:run_shell_command",
-            "if:run_shell_command",
+            "bash:Bash",  # hooks are told Claude Code's name whatever matched
+            "regex:Bash",
+            "all:Bash",
+            "if:Bash",
             "list:explode",
             "unanchored:explode",
             "all:explode",

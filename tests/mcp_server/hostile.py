@@ -17,6 +17,13 @@ fake_media  ``fake_media(kind)`` answers one part that must not pass as media (i
             ``png_then_text`` (a PNG signature, then 600 KB of text), ``bm_text`` (900 KB of
             text starting with ``BM``, as ``image/bmp``), ``id3_text`` (likewise with ``ID3``,
             as audio).
+gzip_bomb   (HTTP) answers with a 64 KB ``Content-Encoding: gzip`` JSON body that inflates to
+            64 MiB (issue 29, item 7); the client asked for identity.
+unclosed    answers with its id and a result of 5,000 ``[`` never closed (issue 29, item 5).
+
+With ``--sse`` it speaks the legacy HTTP+SSE transport instead: ``GET /sse`` announces
+``/messages``, answers arrive as events, and a ``tools/call`` of ``flood_json`` is answered
+on its POST with an endless body and no event (``--flood-max-bytes`` bounds every flood).
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ import base64
 import json
 import sys
 import time
+import zlib
 from typing import Any, Final
 
 FLOOD_CHUNK: Final = b"x" * 2**20
-FLOOD_MAX_BYTES: Final = 8 * 2**30
+FLOOD_MAX_BYTES = 8 * 2**30
+BOMB_BYTES: Final = 64 * 2**20
 FLOOD_MAX_S: Final = 60.0
 DEEP_LEVELS: Final = 5_000
 
@@ -47,6 +56,8 @@ TOOLS: Final = [
     },
     {"name": "flood_json", "description": "An endless body.", "inputSchema": {"type": "object"}},
     {"name": "deep", "description": "Deeply nested JSON.", "inputSchema": {"type": "object"}},
+    {"name": "gzip_bomb", "description": "A gzip bomb.", "inputSchema": {"type": "object"}},
+    {"name": "unclosed", "description": "Unclosed brackets.", "inputSchema": {"type": "object"}},
     {
         "name": "fake_image",
         "description": "Text labelled a PNG.",
@@ -126,6 +137,13 @@ def _reply(message: dict[str, Any]) -> bytes:
     if method == "tools/call" and params.get("name") == "fake_media":
         kind = str((params.get("arguments") or {}).get("kind", ""))
         return _answer(request_id, {"content": [_fake_media(kind)]})
+    if method == "tools/call" and params.get("name") == "unclosed":
+        return (
+            b'{"jsonrpc":"2.0","id":'
+            + json.dumps(request_id).encode()
+            + b',"result":'
+            + b"[" * DEEP_LEVELS
+        )
     if method == "tools/call" and params.get("name") == "fake_image":
         data = base64.b64encode(b"this is text, not a PNG\n" * 100_000).decode()
         image = {"type": "image", "mimeType": "image/png", "data": data}
@@ -145,6 +163,10 @@ async def _post(message: dict[str, Any], writer: asyncio.StreamWriter) -> None:
     if message.get("method") == "tools/call" and name == "flood_sse":
         opening = _head("200 OK", "text/event-stream", None) + b"event: message\ndata: "
         await _flood(writer, opening)
+    elif message.get("method") == "tools/call" and name == "gzip_bomb":
+        body = _gzip_bomb(message["id"])
+        head = _head("200 OK", "application/json", len(body))
+        writer.write(head[:-2] + b"Content-Encoding: gzip\r\n\r\n" + body)
     elif message.get("method") == "tools/call" and name == "flood_json":
         opening = _head("200 OK", "application/json", None)
         opening += b'{"jsonrpc":"2.0","id":' + json.dumps(message["id"]).encode()
@@ -153,6 +175,38 @@ async def _post(message: dict[str, Any], writer: asyncio.StreamWriter) -> None:
     else:
         body = _reply(message)
         writer.write(_head("200 OK", "application/json", len(body)) + body)
+
+
+def _gzip_bomb(request_id: Any) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    opening = b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode()
+    body = [packer.compress(opening + b',"result":{"content":[{"type":"text","text":"')]
+    body += [packer.compress(FLOOD_CHUNK) for _ in range(BOMB_BYTES // len(FLOOD_CHUNK))]
+    body += [packer.compress(b'"}]}}'), packer.flush()]
+    return b"".join(body)
+
+
+_sse_streams: list[asyncio.StreamWriter] = []
+
+
+async def _serve_sse(method: str, path: str, body: bytes, writer: asyncio.StreamWriter) -> None:
+    """Legacy HTTP+SSE: one event stream, answers as its events, POSTs answered 202."""
+    if method == "GET" and path.startswith("/sse"):
+        writer.write(_head("200 OK", "text/event-stream", None))
+        writer.write(b"event: endpoint\ndata: /messages\n\n")
+        await writer.drain()
+        _sse_streams.append(writer)
+        await asyncio.Event().wait()  # open until the client goes
+    message = json.loads(body)
+    if message.get("method") == "tools/call" and message["params"].get("name") == "flood_json":
+        await _flood(writer, _head("200 OK", "application/json", None))
+        return
+    writer.write(_head("202 Accepted", None, 0))
+    await writer.drain()
+    if "id" in message and "method" in message:
+        for stream in _sse_streams:
+            stream.write(b"event: message\ndata: " + _reply(message) + b"\n\n")
+            await stream.drain()
 
 
 def serve_stdio() -> None:
@@ -176,7 +230,9 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             for name, _, value in (line.partition(":") for line in header_lines if line)
         }
         body = await reader.readexactly(int(headers.get("content-length", "0")))
-        if method == "POST":
+        if LEGACY_SSE:
+            await _serve_sse(method, request_line.split(" ")[1], body, writer)
+        elif method == "POST":
             await _post(json.loads(body), writer)
         elif method == "DELETE":
             writer.write(_head("200 OK", None, 0))
@@ -195,11 +251,17 @@ async def main(port: int) -> None:
         await server.serve_forever()
 
 
+LEGACY_SSE = False
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int)
     parser.add_argument("--stdio", action="store_true")
+    parser.add_argument("--sse", action="store_true")
+    parser.add_argument("--flood-max-bytes", type=int, default=FLOOD_MAX_BYTES)
     options = parser.parse_args()
+    LEGACY_SSE = options.sse
+    FLOOD_MAX_BYTES = options.flood_max_bytes
     if options.stdio:
         serve_stdio()
     else:

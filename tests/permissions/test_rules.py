@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from toolbatch.errors import ConfigError
-from toolbatch.permissions import PermissionRule, Permissions, split_command
+from toolbatch.permissions import PermissionRule, Permissions, analyze_command
 
 
 def rules(**lists: list[str]) -> Permissions:
@@ -168,7 +168,7 @@ def test_a_malformed_rule_is_a_config_error(text: str) -> None:
 
 words = st.text(alphabet="abcdefgh-", min_size=1, max_size=6)
 simple = st.lists(words, min_size=1, max_size=4).map(" ".join)
-separators = st.sampled_from([" && ", " || ", "; ", " | ", " & ", "\n"])
+separators = st.sampled_from([" && ", " || ", "; ", " | ", "\n"])
 
 
 @given(st.lists(simple, min_size=1, max_size=5), separators)
@@ -179,7 +179,7 @@ def test_allow_holds_only_when_every_subcommand_is_covered(
     permissions = rules(allow=["Bash(a *)", "Bash(b*)"])
     compound = separator.join(commands)
     whole = permissions.decide("run_shell_command", shell(compound)).behavior == "allow"
-    parts = [sub.text for sub in split_command(compound)]
+    parts = [sub.text for sub in analyze_command(compound).plain]
     assert whole == all(
         permissions.decide("run_shell_command", shell(part)).behavior == "allow" for part in parts
     )

@@ -16,6 +16,7 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import scaled
 from toolbatch import ArtifactStore, ToolCall, ToolResult
 from toolbatch.producers import ProducerContext, ShellProducer
 
@@ -61,7 +62,7 @@ async def _run(data: bytes, trigger: int, directory: Path) -> tuple[ToolResult, 
     return await producer.run(call, ProducerContext(store=store)), store
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=outputs, trigger=st.integers(min_value=0, max_value=3000))
 def test_model_text_is_the_output_or_a_faithful_preview(data: bytes, trigger: int) -> None:
     """Whole at or under the trigger; else prefix + marker + suffix, and the file is exact."""

@@ -203,3 +203,17 @@ def test_tool_definitions_are_function_tool_params() -> None:
         assert_conforms(tool, ChatCompletionFunctionToolParam)
     declared = openai_chat.tool_definitions([ToolDeclaration(name="noop")])
     assert declared[0]["function"]["parameters"] == {"type": "object", "properties": {}}
+
+
+def test_unclosed_arguments_fail_that_call_and_the_others_are_kept() -> None:
+    """Issue 29, item 5: 5 KB of "[" as arguments was a RecursionError that lost the reply's
+    every call; now only that call is invalid, with the reason, and the other runs."""
+    entries = [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "[" * 5_000}},
+        {"id": "b", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
+    ]
+    bad, good = openai_chat.tool_calls({"role": "assistant", "tool_calls": entries})
+    assert bad.invalid is not None
+    assert "deeper than 128 levels" in bad.invalid
+    assert good.invalid is None
+    assert good.args == {"x": 1}

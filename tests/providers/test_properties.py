@@ -25,12 +25,13 @@ from openai.types.responses import ResponseInputItemParam
 
 from tests.providers._sdk import assert_conforms
 from tests.providers.strategies import arguments, payload_of, turns
+from tests.strategies import scaled
 from toolbatch import FunctionResponsePart, InlineDataPart, Part
 from toolbatch.errors import ReplyShapeError
 from toolbatch.providers import anthropic, gemini, openai_chat, openai_responses
 
 HAMMER = settings(
-    max_examples=25,
+    max_examples=scaled(25),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -214,7 +215,7 @@ def _is_object(text: str) -> bool:
 
 
 @pytest.mark.parametrize("api", MODULES, ids=_name)
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=scaled(50), deadline=None)
 @given(
     calls=st.lists(
         st.tuples(st.sampled_from(["a", "b", "toolu_1"]), st.sampled_from(["f", "g"]), arguments()),
@@ -275,7 +276,7 @@ _anything = st.recursive(
 
 
 @pytest.mark.parametrize("api", MODULES, ids=_name)
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=scaled(100), deadline=None)
 @given(reply=_anything)
 def test_any_reply_gives_calls_or_a_value_error(api: Any, reply: object) -> None:
     """Whatever arrives, tool_calls returns calls or raises ReplyShapeError naming the shape."""

@@ -115,8 +115,9 @@ async def test_host_lost_between_execute_and_complete() -> None:
             status="skipped",
             error_type="skipped",
         )
+        executed.add(skipped, ordinal=1)
         ray.kill(session.actor)
-        turn = await session.complete_turn([*executed, skipped])
+        turn = await session.complete_turn(executed)
         assert session.dead
     assert [r.error_type for r in turn.responses] == [LOST_ERROR_TYPE, "skipped"]
     assert "could not be bounded" in (turn.responses[0].error or "")

@@ -46,9 +46,7 @@ async def quick(n: int) -> str:
 class Slow:
     """A producer with a longer timeout of its own that answers well within it."""
 
-    declaration = ToolDeclaration(name="slow")
-    output_threshold = None
-    timeout_s = 5.0
+    declaration = ToolDeclaration(name="slow", timeout_s=5.0)
 
     async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
         await anyio.sleep(1.0)
@@ -58,9 +56,7 @@ class Slow:
 class Swallows:
     """A producer that catches its cancellation at the deadline and answers anyway."""
 
-    declaration = ToolDeclaration(name="swallows")
-    output_threshold = None
-    timeout_s = 0.2
+    declaration = ToolDeclaration(name="swallows", timeout_s=0.2)
 
     async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
         try:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import scaled
 from toolbatch import (
     ArtifactStore,
     FunctionResponsePart,
@@ -54,7 +55,7 @@ def _config(tmp_path: Path, **options: Any) -> SchedulerConfig:
 
 
 @settings(
-    max_examples=25,
+    max_examples=scaled(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
@@ -144,7 +145,6 @@ async def test_a_producer_that_outlives_the_ceiling_is_cut_off(tmp_path: Path) -
 
     class Stubborn:
         declaration = ToolDeclaration(name="stubborn")
-        output_threshold = None
 
         async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
             await anyio.sleep(3600)

@@ -149,6 +149,57 @@ def test_a_stalled_reader_stops_new_requests_and_memory_stays_bounded(tmp_path: 
         proc.stdout.close()
 
 
+def test_a_client_that_never_reads_30000_small_answers_stops_being_read(tmp_path: Path) -> None:
+    """Issue 29, item 6: answers count toward the high-water mark. 30,000 one-call batches
+    to a client that reads nothing took the service to 4 GB; now it stops reading requests,
+    stays under 300 MB, and once the client reads every batch answers."""
+    batches = 30_000
+    stderr = tmp_path / "serve.log"
+    with stderr.open("wb") as log_file:
+        proc = subprocess.Popen(
+            [*TOOLBATCH, "--log-level", "info", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            cwd=tmp_path,
+        )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    sent: list[int] = []
+
+    def send_all() -> None:
+        assert proc.stdin is not None
+        for number in range(batches):
+            params = {"calls": [{"id": "c", "name": "no_such_tool"}]}
+            request = {"jsonrpc": "2.0", "id": number, "method": "batch/run", "params": params}
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            sent.append(number)
+        proc.stdin.close()
+
+    sender = threading.Thread(target=send_all, daemon=True)
+    try:
+        sender.start()
+        _wait_for_log(stderr, "service.backpressure", proc)
+        rss = _rss_mib(proc.pid)
+        assert len(sent) < batches  # it stopped taking requests: the sender is blocked
+        assert rss < 300, f"{rss:.0f} MiB while the reader stalls"
+        answered = set()
+        for line in proc.stdout:
+            message = json.loads(line)
+            if "id" in message and "method" not in message:
+                assert message["result"]["responses"][0]["status"] == "error"
+                answered.add(message["id"])
+        sender.join(timeout=60)
+        assert answered == set(range(batches))
+        assert proc.wait(timeout=60) == 0
+        assert "MemoryError" not in stderr.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
 async def test_the_streamed_answer_is_the_batch_result_byte_for_byte() -> None:
     """Written in slices, the answer line is exactly the one built whole."""
     from toolbatch import ToolCall, ToolCallResponse, ToolResult, Turn

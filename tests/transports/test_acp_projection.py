@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import scaled
 from tests.transports.strategies import js_text, reference_payload_bytes
 from toolbatch.transports import (
     ACP_MARKER,
@@ -117,7 +118,7 @@ def test_many_blocks_share_the_budget_max_min() -> None:
         assert ACP_MARKER in texts(projected)[index]
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=scaled(120), deadline=None)
 @given(
     st.lists(
         st.one_of(

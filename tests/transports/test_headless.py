@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
+from tests.strategies import scaled
 from tests.transports.strategies import NODE, js_text, reference_payload_bytes
 from toolbatch import (
     InlineData,
@@ -417,7 +418,7 @@ def test_line_separators_and_surrogates_never_break_the_framing() -> None:
     assert "\\udcff" in text
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(js_text)
 def test_any_display_text_yields_parseable_bounded_lines(text: str) -> None:
     """Whatever the display holds, each line parses and content stays within budget."""

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import scaled
 from tests.transports.strategies import (
     NODE,
     is_high,
@@ -230,7 +231,7 @@ def _cost(text: str) -> int:
     return reference_payload_bytes(text)
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=scaled(250), deadline=None)
 @given(st.one_of(js_text, long_js_text), st.integers(min_value=2, max_value=400), markers)
 def test_projection_invariants(text: str, max_bytes: int, marker: str) -> None:
     """Never over budget, same object when it fits, idempotent, a prefix + marker + suffix

@@ -1,5 +1,5 @@
 """The private core every layer builds on: the wire model, previews, text, JSON limits,
-descriptor I/O and media sniffing.
+descriptor I/O, the files written for the user (``UserFile``) and media sniffing.
 
 Nothing here does I/O on its own behalf or knows a runtime; other packages import these
 names from ``toolbatch._core`` (never from its modules), and users import the public value
@@ -53,6 +53,7 @@ from toolbatch._core._text import (
     safe_suffix,
     splits_pair,
 )
+from toolbatch._core._user_file import ReplacedFileError, UserFile
 from toolbatch._core._wire import (
     RESPONSE_TEXT_KEYS,
     BatchObserver,
@@ -110,6 +111,7 @@ __all__ = [
     "Oversized",
     "Part",
     "Preview",
+    "ReplacedFileError",
     "ResponseStatus",
     "TextPart",
     "ToolCall",
@@ -118,6 +120,7 @@ __all__ = [
     "ToolFailure",
     "ToolResult",
     "Turn",
+    "UserFile",
     "base64_decoded_size",
     "bounded_repr",
     "check_json_depth",

@@ -736,6 +736,14 @@ class Turn(BaseModel):
         """The parts after the responses' own: text that belongs to the batch, not a tool."""
         return self.parts[sum(len(response.parts) for response in self.responses) :]
 
+    def wire_parts(self) -> list[dict[str, Any]]:
+        """The parts to send, as plain JSON values: Gemini-style wire dicts
+        (``functionResponse``, ``text``, ``inlineData``, ``fileData``), what is recorded."""
+        dumped: list[dict[str, Any]] = parts_adapter.dump_python(
+            self.parts, mode="json", by_alias=True, exclude_none=True
+        )
+        return dumped
+
 
 class ToolDeclaration(BaseModel):
     """How a tool is declared to the model: name, description and JSON schema of its args.
@@ -748,6 +756,11 @@ class ToolDeclaration(BaseModel):
         read_only: whether the tool only reads (speculative runs may run it ahead of time).
         trusted: whether its calls skip permission asks (an MCP server's ``trust`` or
             ``alwaysAllow``); deny rules and hooks still apply.
+        timeout_s: the longest one call may run (``None``: the runtime's ceiling); the
+            runtime applies the shorter of the two.
+        output_threshold: output longer than this many characters, when the producer left
+            it unpersisted, is persisted once and previewed (generic persistence);
+            ``None``: the producer bounds its own output (the shell, MCP).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -758,6 +771,8 @@ class ToolDeclaration(BaseModel):
     needs_permission: bool = Field(default=False, exclude=True)
     read_only: bool = Field(default=False, exclude=True)
     trusted: bool = Field(default=False, exclude=True)
+    timeout_s: float | None = Field(default=None, gt=0, exclude=True)
+    output_threshold: int | None = Field(default=None, gt=0, exclude=True)
 
 
 def _empty_object_schema() -> dict[str, JsonValue]:
@@ -771,6 +786,11 @@ class BatchObserver(Protocol):
     ``call_finished``, calls answered in place (unknown tool, invalid or duplicate call,
     denied) included. Any method may be left out: only those an observer has are called.
     Exceptions raised by an observer are logged and ignored.
+
+    One more method is optional and outside the protocol, so observers without it still
+    type-check: ``call_output(call, text)`` receives a running call's output text as it
+    is produced (the shell's, decoded as read). Only when the observer has it do
+    producers decode their output for display at all.
     """
 
     def call_started(self, call: ToolCall) -> None:

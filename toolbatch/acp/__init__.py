@@ -4,24 +4,34 @@ It is a runtime (it drives the agent loop and the scheduler), so it lives beside
 ``toolbatch.agent`` rather than in ``toolbatch.transports``, which never import the
 scheduler; the pure display projection it applies to every update stays in
 ``toolbatch.transports.project_acp_update``.
+
+The ACP SDK's schema takes most of a second to import, so everything but the model
+choices is imported on first use: ``toolbatch run`` never pays for it.
 """
 
-from toolbatch.acp._agent import (
-    ALLOW_ALWAYS,
-    ALLOW_ONCE,
-    MODEL_CHOICES,
-    REJECT_ONCE,
-    AcpAgent,
-    AcpOptions,
-    ModelChoice,
-    check_model_settings,
-    serve_acp,
-)
-from toolbatch.acp._stdio import AcpStdioTransport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS, MODEL_CHOICES, ModelChoice
+
+if TYPE_CHECKING:
+    from toolbatch.acp._agent import (
+        ALLOW_ALWAYS,
+        ALLOW_ONCE,
+        REJECT_ONCE,
+        AcpAgent,
+        AcpOptions,
+        check_model_settings,
+        serve_acp,
+    )
+    from toolbatch.acp._stdio import AcpStdioTransport
 
 __all__ = [
     "ALLOW_ALWAYS",
     "ALLOW_ONCE",
+    "DEFAULT_MAX_SESSIONS",
     "MODEL_CHOICES",
     "REJECT_ONCE",
     "AcpAgent",
@@ -31,3 +41,23 @@ __all__ = [
     "check_model_settings",
     "serve_acp",
 ]
+
+_LAZY = {
+    "ALLOW_ALWAYS": "toolbatch.acp._agent",
+    "ALLOW_ONCE": "toolbatch.acp._agent",
+    "REJECT_ONCE": "toolbatch.acp._agent",
+    "AcpAgent": "toolbatch.acp._agent",
+    "AcpOptions": "toolbatch.acp._agent",
+    "check_model_settings": "toolbatch.acp._agent",
+    "serve_acp": "toolbatch.acp._agent",
+    "AcpStdioTransport": "toolbatch.acp._stdio",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolbatch.acp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

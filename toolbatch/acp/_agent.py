@@ -18,9 +18,12 @@ model's words as ``agent_message_chunk``. Every ``session/update`` leaves throug
 ``AcpStdioTransport``, which bounds it with ``project_acp_update``; ``session/load``
 replays a transcript through the same path.
 
-Tools whose declaration has ``needs_permission`` (``run_shell_command``) are allowed or
-rejected by the user through ``session/request_permission`` (one question at a time per
-session), unless ``--auto-approve``. A rejection is an error response the model sees.
+Tools whose declaration has ``needs_permission`` (``run_shell_command``), and with
+permission rules in force whatever no allow rule covers, are allowed or rejected by the
+user through ``session/request_permission`` (one question at a time per session).
+``--auto-approve`` is the permission mode ``bypassPermissions``: nothing is asked but what
+an ask rule or a PreToolUse hook asks, and that still goes to the editor. A rejection is an
+error response the model sees.
 ``session/cancel`` cancels the running tools (their process groups are stopped) and any
 model request in flight; the prompt ends with stop reason ``cancelled``.
 """
@@ -33,11 +36,12 @@ import math
 import os
 import re
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 import anyio
 import anyio.abc
@@ -50,6 +54,7 @@ from acp.schema import (
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
@@ -60,12 +65,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 import toolbatch
 from toolbatch._core import ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
+from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS, MODEL_CHOICES, ModelChoice
 from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._updates import (
     CallIds,
     MessageSeparator,
+    OutputTail,
     PromptBlock,
     SessionUpdate,
+    command_prefixes,
     finished_update,
     permission_tool_call,
     progress_update,
@@ -87,6 +95,7 @@ from toolbatch.agent import (
     history_from_transcript,
 )
 from toolbatch.errors import ConfigError, ToolbatchError
+from toolbatch.permissions import SHELL_TOOL, PermissionRule, Permissions
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
     DEFAULT_CALL_TIMEOUT_CEILING_S,
@@ -94,6 +103,7 @@ from toolbatch.scheduler import (
     Registry,
     SchedulerConfig,
     ToolScheduler,
+    approval_reason,
     default_registry,
 )
 
@@ -111,7 +121,6 @@ __all__ = [
 
 log = structlog.get_logger("toolbatch.acp")
 
-ModelChoice: TypeAlias = Literal["scripted", "openai", "openai-responses", "anthropic"]
 _MODEL_CLIENTS: Final[
     dict[str, type[OpenAIChatModel] | type[OpenAIResponsesModel] | type[AnthropicModel]]
 ] = {
@@ -120,12 +129,6 @@ _MODEL_CLIENTS: Final[
     "anthropic": AnthropicModel,
 }
 """The model clients behind ``--model``, each configured from its environment variables."""
-MODEL_CHOICES: Final[tuple[ModelChoice, ...]] = (
-    "scripted",
-    "openai",
-    "openai-responses",
-    "anthropic",
-)
 
 ALLOW_ONCE: Final = "allow_once"
 ALLOW_ALWAYS: Final = "allow_always"
@@ -158,7 +161,8 @@ class AcpOptions:
         config: the scheduler configuration every session starts from (budget,
             concurrency, timeouts, MCP servers...). Each session gets its own
             ``session_id``, artifacts directory and the MCP servers its editor passes.
-        auto_approve: run tools that need permission without asking.
+        auto_approve: the permission mode ``bypassPermissions`` (when ``config`` sets no
+            other): ask the editor only what ask rules and hooks ask.
         artifacts_dir: where complete tool output is kept, one subdirectory per session
             (default: each session's folder of the per-user state directory, named by
             its session id; see ``toolbatch artifacts``).
@@ -168,6 +172,10 @@ class AcpOptions:
             ``session/load`` is offered only when it is set.
         trace_model: a file to which every message the model receives is appended as a
             JSON line (``{"session_id", "role", "parts"}``), to see exactly what it saw.
+        max_sessions: sessions held open at once. A ``session/new`` or ``session/load``
+            past it releases the least recently used session with no prompt running (a
+            later prompt to it is "unknown session"), or is refused with an error when
+            every session is running a prompt.
     """
 
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -176,12 +184,39 @@ class AcpOptions:
     model: ModelChoice = "scripted"
     transcript_dir: Path | None = None
     trace_model: Path | None = None
+    max_sessions: int = DEFAULT_MAX_SESSIONS
 
 
 # -- one session ------------------------------------------------------------------------
 
-_Outgoing: TypeAlias = SessionUpdate | anyio.Event
-"""An update to send, or a marker set once everything queued before it was sent."""
+
+@dataclass(eq=False, slots=True)
+class _Start:
+    """A call's ``in_progress`` update, withdrawn if the call turns out not to have run: a
+    call answered in place (refused, unknown, invalid) is started and finished in one step,
+    so its start is withdrawn before the pump reaches it and the editor sees ``pending``
+    then ``failed``, never ``in_progress``."""
+
+    update: SessionUpdate
+    withdrawn: bool = False
+    sent: bool = False
+
+
+_NOT_RUN: Final = frozenset(
+    {
+        "unknown_tool",
+        "invalid_call",
+        "invalid_args",
+        "duplicate_call",
+        "permission_denied",
+        "approval_failed",
+    }
+)
+"""Error types of calls that were answered without running (refused, unknown, invalid)."""
+
+_Outgoing: TypeAlias = SessionUpdate | _Start | anyio.Event
+"""An update to send, a start that may be withdrawn, or a marker set once everything queued
+before it was sent."""
 
 
 @dataclass(eq=False, slots=True)
@@ -197,12 +232,16 @@ class _Session:
     model_scope: anyio.CancelScope | None = None
     updates: MemoryObjectSendStream[_Outgoing] | None = None
     always_allowed: set[str] = field(default_factory=set)
+    """Tools the user allowed for the session ("always allow"), except the shell."""
+    allowed_commands: list[PermissionRule] = field(default_factory=list)
+    """Shell command prefixes the user allowed for the session (``Bash(git status *)``)."""
     permission_lock: anyio.Lock = field(default_factory=anyio.Lock)
     messages: MessageSeparator = field(default_factory=MessageSeparator)
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The MCP servers the editor asked this session to use (``mcpServers`` entries)."""
+    last_used: float = field(default_factory=time.monotonic)
 
-    def emit(self, update: SessionUpdate) -> None:
+    def emit(self, update: SessionUpdate | _Start) -> None:
         """Queue ``update`` for the client, after everything queued before it."""
         if self.updates is None:
             log.debug("acp.update_without_prompt", session=self.id)
@@ -274,11 +313,8 @@ def _append_line(path: Path, line: str) -> None:
         file.write(line)
 
 
-_PERMISSION_OPTIONS: Final = (
-    (ALLOW_ONCE, "Allow", "allow_once"),
-    (ALLOW_ALWAYS, "Always allow {tool} in this session", "allow_always"),
-    (REJECT_ONCE, "Reject", "reject_once"),
-)
+OUTPUT_UPDATE_INTERVAL_S: Final = 0.25
+"""A running call's output lines are sent to the client at most this often."""
 
 
 @dataclass(eq=False, slots=True)
@@ -292,6 +328,10 @@ class _TurnView:
     session: _Session
     client: Client
     tool_call_ids: list[str]
+    starts: dict[str, _Start] = field(default_factory=dict)
+    tails: dict[str, OutputTail] = field(default_factory=dict)
+    """Each running call's latest output lines, by ACP id, shown at most every
+    ``OUTPUT_UPDATE_INTERVAL_S`` (``show_tails`` sends what changed meanwhile)."""
 
     def _id(self, call: ToolCall) -> str | None:
         ordinal = call.ordinal
@@ -303,24 +343,68 @@ class _TurnView:
     def call_started(self, call: ToolCall) -> None:
         tool_call_id = self._id(call)
         if tool_call_id is not None:
-            self.session.emit(running_update(tool_call_id))
+            start = self.starts[tool_call_id] = _Start(running_update(tool_call_id))
+            self.session.emit(start)
 
     def call_progress(self, call: ToolCall, message: str) -> None:
         tool_call_id = self._id(call)
         if tool_call_id is not None:
-            self.session.emit(progress_update(tool_call_id, message))
+            self._tail(tool_call_id).report(message)
+            self._show(tool_call_id)
+
+    def call_output(self, call: ToolCall, text: str) -> None:
+        tool_call_id = self._id(call)
+        if tool_call_id is not None:
+            self._tail(tool_call_id).feed(text)
+            self._show(tool_call_id)
 
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
         tool_call_id = self._id(call)
         if tool_call_id is not None:
+            self.tails.pop(tool_call_id, None)
+            start = self.starts.pop(tool_call_id, None)
+            if start is not None and not start.sent and response.error_type in _NOT_RUN:
+                start.withdrawn = True  # it never ran: pending, then failed
             self.session.emit(finished_update(tool_call_id, response))
 
+    def _tail(self, tool_call_id: str) -> OutputTail:
+        tail = self.tails.get(tool_call_id)
+        if tail is None:
+            tail = self.tails[tool_call_id] = OutputTail()
+        return tail
+
+    def _show(self, tool_call_id: str, *, now: float | None = None) -> None:
+        tail = self.tails.get(tool_call_id)
+        if tail is None or not tail.changed:
+            return
+        now = anyio.current_time() if now is None else now
+        if now - tail.shown_at < OUTPUT_UPDATE_INTERVAL_S:
+            return  # show_tails sends it soon
+        tail.changed, tail.shown_at = False, now
+        self.session.emit(progress_update(tool_call_id, tail.text()))
+
+    async def show_tails(self) -> None:
+        """Send the output lines that came since each call's last update, every
+        ``OUTPUT_UPDATE_INTERVAL_S``, until cancelled."""
+        while True:
+            await anyio.sleep(OUTPUT_UPDATE_INTERVAL_S)
+            now = anyio.current_time()
+            for tool_call_id in list(self.tails):
+                self._show(tool_call_id, now=now)
+
     async def approve(self, call: ToolCall, declaration: ToolDeclaration) -> bool:
-        """Ask the user whether ``call`` may run (one question at a time per session)."""
+        """Ask the user whether ``call`` may run (one question at a time per session).
+
+        The question names what asked (a permission rule or a hook: ``approval_reason``);
+        "always allow" remembers the command's prefix for the shell (Claude Code's "don't
+        ask again for `git status` commands"), the tool for any other tool.
+        """
         tool_call_id = self._id(call)
         if tool_call_id is None:
             return False
         session = self.session
+        reason = approval_reason()
+        prefixes = command_prefixes(call) if declaration.name == SHELL_TOOL else []
         # Unanswered, the question would hold the call (and the prompt) past any deadline:
         # it gets the call's ceiling (--timeout), its wait for an earlier question included.
         limit = (
@@ -330,31 +414,64 @@ class _TurnView:
         )
         with anyio.move_on_after(limit) as waited:
             async with session.permission_lock:
-                if declaration.name in session.always_allowed:
+                if _remembered(session, call, declaration):
                     return True
                 await session.flush()  # the client knows the call before it is asked about it
+                always = (
+                    f"Always allow {call.name} in this session"
+                    if not prefixes
+                    else "Always allow "
+                    + ", ".join(f"`{prefix}`" for prefix in prefixes)
+                    + " commands in this session"
+                )
                 options = [
-                    PermissionOption(option_id=option, name=name.format(tool=call.name), kind=kind)
-                    for option, name, kind in _PERMISSION_OPTIONS
+                    PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
+                    PermissionOption(option_id=ALLOW_ALWAYS, name=always, kind="allow_always"),
+                    PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
                 ]
+                if declaration.name == SHELL_TOOL and not prefixes:
+                    # Not a plain sequence of simple commands: nothing safe to remember.
+                    del options[1]
                 response = await self.client.request_permission(
                     session_id=session.id,
-                    tool_call=permission_tool_call(tool_call_id, call),
+                    tool_call=permission_tool_call(tool_call_id, call, reason=reason),
                     options=options,
                 )
+                outcome = response.outcome
+                option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
+                allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
+                if option == ALLOW_ALWAYS:
+                    if prefixes:
+                        session.allowed_commands.extend(
+                            PermissionRule.parse(
+                                f"Bash({prefix} *)",
+                                "allow",
+                                source="'always allow' in this session",
+                            )
+                            for prefix in prefixes
+                        )
+                    elif declaration.name != SHELL_TOOL:
+                        session.always_allowed.add(declaration.name)
         if waited.cancelled_caught:
             log.warning("acp.permission_unanswered", session=session.id, call_id=call.id)
             raise TimeoutError(
                 f"the client did not answer the permission request within {limit:g} s "
                 f"(the call timeout, --timeout), so {call.name!r} was not run"
             )
-        outcome = response.outcome
-        option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
-        allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
-        if option == ALLOW_ALWAYS:
-            session.always_allowed.add(declaration.name)
-        log.info("acp.permission", session=session.id, call_id=call.id, allowed=allowed)
+        log.info(
+            "acp.permission", session=session.id, call_id=call.id, allowed=allowed, reason=reason
+        )
         return allowed
+
+
+def _remembered(session: _Session, call: ToolCall, declaration: ToolDeclaration) -> bool:
+    """Whether the user already allowed this call for the session."""
+    if declaration.name != SHELL_TOOL:
+        return declaration.name in session.always_allowed
+    if not session.allowed_commands:
+        return False
+    remembered = Permissions(allow=tuple(session.allowed_commands))
+    return remembered.decide(call.name, call.args).behavior == "allow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +480,6 @@ class _AcpRuntime:
 
     session: _Session
     client: Client
-    auto_approve: bool
 
     async def run_tool_turn(
         self,
@@ -378,8 +494,12 @@ class _AcpRuntime:
         for tool_call_id, call in zip(ids, reply.tool_calls, strict=True):
             self.session.emit(start_update(tool_call_id, call))
         view = _TurnView(self.session, self.client, ids)
-        inner = InteractiveRuntime(approve=None if self.auto_approve else view.approve)
-        return await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
+        inner = InteractiveRuntime(approve=view.approve)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(view.show_tails)
+            outcome = await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
+            tg.cancel_scope.cancel()
+        return outcome
 
 
 # -- the agent --------------------------------------------------------------------------
@@ -405,10 +525,12 @@ class AcpAgent:
         make_model: makes the model of a new session.
         make_registry: makes the tool registry of a new session from its ``cwd``
             (default: the built-in shell tool, running in that directory).
-        auto_approve: run tools that need permission without asking.
+        auto_approve: the permission mode ``bypassPermissions`` (when ``config`` sets no
+            other): ask the editor only what ask rules and hooks ask.
         artifacts_dir: each session keeps complete output in ``<dir>/<session id>``.
         transcript_dir: where transcripts go; enables ``session/load``.
         trace_model: see ``AcpOptions.trace_model``.
+        max_sessions: see ``AcpOptions.max_sessions``.
     """
 
     def __init__(
@@ -422,8 +544,15 @@ class AcpAgent:
         artifacts_dir: Path | None = None,
         transcript_dir: Path | None = None,
         trace_model: Path | None = None,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
+        if max_sessions < 1:
+            raise ConfigError(f"max_sessions must be at least 1, got {max_sessions!r}")
+        self._max_sessions = max_sessions
         self._hosts = hosts
+        if auto_approve and config.permission_mode is None:
+            # Ask rules (and hooks' asks) still reach the editor: only routine asks go.
+            config = replace(config, permission_mode="bypassPermissions")
         self._config = config
         self._make_model = make_model
         self._make_registry = make_registry
@@ -458,6 +587,9 @@ class AcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=self._transcript_dir is not None,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
+                # session/new's HTTP and SSE servers are started too (spec: the client sends
+                # only the transports the agent advertises; stdio is always supported).
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
             ),
             agent_info=Implementation(
                 name="toolbatch", title="toolbatch", version=toolbatch.__version__
@@ -518,6 +650,7 @@ class AcpAgent:
         assert loop is not None
         abort = anyio.Event()
         session.abort = abort
+        session.last_used = time.monotonic()
         session.messages.new_prompt()
         stop: StopReason = "end_turn"
         failure: ToolbatchError | None = None
@@ -536,6 +669,7 @@ class AcpAgent:
                     failure = exc
         finally:
             session.abort = None
+            session.last_used = time.monotonic()
         if failure is not None:
             log.warning("acp.prompt_failed", session=session_id, error=str(failure))
             raise RequestError(
@@ -592,7 +726,26 @@ class AcpAgent:
             )
         return path
 
+    def _make_room(self, replacing: str | None = None) -> None:
+        """Below ``max_sessions`` open, releasing the least recently used idle session."""
+        others = [s for s in self._sessions.values() if s.id != replacing]
+        if len(others) < self._max_sessions:
+            return
+        idle = [s for s in others if s.abort is None]
+        if not idle:
+            raise RequestError(
+                INVALID_REQUEST,
+                f"{len(others)} sessions are open and every one is running a prompt, the most "
+                f"this agent holds (--max-sessions {self._max_sessions}); wait for a prompt to "
+                f"end or cancel one, or start toolbatch acp with a higher --max-sessions",
+            )
+        oldest = min(idle, key=lambda s: s.last_used)
+        del self._sessions[oldest.id]
+        oldest.closed.set()
+        log.info("acp.session_released", session=oldest.id, limit=self._max_sessions)
+
     async def _open(self, session: _Session, *, history: list[Message]) -> None:
+        self._make_room(replacing=session.id)
         try:
             await self._hosts.start(self._host, session, history)
         except ToolbatchError as exc:
@@ -626,11 +779,14 @@ class AcpAgent:
             recorder = JsonlRecorder(
                 self._transcript_dir / f"{session.id}.jsonl", session_id=session.id
             )
+            # In the config too, so hooks are told the transcript_path; the agent loop
+            # records through the same object, once.
+            config = replace(config, recorder=recorder)
         async with ToolScheduler(self._make_registry(session.cwd), config) as scheduler:
             session.loop = AgentLoop(
                 _SessionModel(self._make_model(), session, self._trace_model),
                 scheduler,
-                runtime=_AcpRuntime(session, self.client, self._auto_approve),
+                runtime=_AcpRuntime(session, self.client),
                 recorder=recorder,
                 history=history,
             )
@@ -656,6 +812,10 @@ class AcpAgent:
             async for item in receive:
                 if isinstance(item, anyio.Event):
                     item.set()
+                elif isinstance(item, _Start):
+                    if not item.withdrawn:
+                        item.sent = True
+                        await self.client.session_update(session_id=session_id, update=item.update)
                 else:
                     await self.client.session_update(session_id=session_id, update=item)
 
@@ -769,6 +929,7 @@ async def serve_acp(
                 artifacts_dir=options.artifacts_dir,
                 transcript_dir=options.transcript_dir,
                 trace_model=options.trace_model,
+                max_sessions=options.max_sessions,
             )
             log.info("acp.serving", model=options.model, auto_approve=options.auto_approve)
             try:

@@ -35,13 +35,26 @@ from toolbatch._core import (
 )
 from toolbatch.transports import dumps_json_line, project_acp_update
 
-__all__ = ["MAX_INCOMING_LINE_BYTES", "SESSION_UPDATE", "AcpStdioTransport", "project_message"]
+__all__ = [
+    "MAX_INCOMING_LINE_BYTES",
+    "MAX_PENDING_SENDS",
+    "OUTPUT_HIGH_WATER_BYTES",
+    "SESSION_UPDATE",
+    "AcpStdioTransport",
+    "project_message",
+]
 
 log = structlog.get_logger("toolbatch.acp")
 
 SESSION_UPDATE: Final = "session/update"
 MAX_INCOMING_LINE_BYTES: Final = 64 * 2**20
 """A longer incoming line is dropped (logged); ACP's own default limit is 50 MiB."""
+OUTPUT_HIGH_WATER_BYTES: Final = 8 * 2**20
+MAX_PENDING_SENDS: Final = 256
+"""Backpressure: while more than ``OUTPUT_HIGH_WATER_BYTES`` wait to be written, or more
+than ``MAX_PENDING_SENDS`` messages wait for their turn to be written, no new message is
+read, so a client that stops reading stops its own requests instead of the agent holding
+an answer and a task for each."""
 INVALID_REQUEST: Final = -32600
 CLOSE_FLUSH_S: Final = 5.0
 """How long closing waits for a reader to take the messages still queued."""
@@ -86,7 +99,9 @@ class AcpStdioTransport:
     logged; a line nested deeper than ``MAX_JSON_DEPTH`` (128 levels of arrays and objects,
     ``toolbatch._core._json_limits``) is never parsed: a request among them is answered with a
     JSON-RPC ``-32600`` error under its id, anything else is logged. Either way the
-    connection goes on with the next line.
+    connection goes on with the next line. While the client is not reading what is sent
+    (over ``OUTPUT_HIGH_WATER_BYTES`` unwritten, or over ``MAX_PENDING_SENDS`` messages
+    waiting), nothing more is read.
 
     Args:
         input_fd: where messages arrive, one JSON object per line.
@@ -107,6 +122,8 @@ class AcpStdioTransport:
         self._unanswered: set[str] = set()
         self._asked_client = False
         self._answered = anyio.Event()
+        self._sending = 0
+        self._room: anyio.Event | None = None
 
     @classmethod
     def open_stdio(cls) -> AcpStdioTransport:
@@ -131,17 +148,41 @@ class AcpStdioTransport:
         # Queued whole before anything is written: lines of concurrent senders never
         # interleave, and a sender cancelled mid-write leaves the rest to the next one.
         self._unsent += (dumps_json_line(project_message(message)) + "\n").encode("utf-8")
-        await self._write_unsent()
+        self._sending += 1
+        try:
+            await self._write_unsent()
+        finally:
+            self._sending -= 1
+            self._check_room()
 
     async def _write_unsent(self) -> None:
         async with self._send_lock:
             while self._unsent:
                 written = await self._output.write_some(self._unsent)
                 del self._unsent[:written]
+                self._check_room()
+
+    @property
+    def _backlogged(self) -> bool:
+        return len(self._unsent) > OUTPUT_HIGH_WATER_BYTES or self._sending > MAX_PENDING_SENDS
+
+    def _check_room(self) -> None:
+        if self._room is not None and (not self._backlogged or self._closed):
+            self._room.set()
+            self._room = None
+
+    async def _wait_for_room(self) -> None:
+        """While the client is not reading: stop reading its messages."""
+        while self._backlogged and not (self._closed or self._input_ended):
+            if self._room is None:
+                self._room = anyio.Event()
+                log.info("acp.backpressure", unsent_bytes=len(self._unsent), sends=self._sending)
+            await self._room.wait()
 
     async def receive(self) -> dict[str, Any] | None:
         """The next message, or ``None`` at the end of the input."""
         while True:
+            await self._wait_for_room()
             line = await self._next_line()
             if line is None:
                 return None
@@ -227,12 +268,16 @@ class AcpStdioTransport:
         self._input_ended = True
         if self._read_scope is not None:
             self._read_scope.cancel()
+        if self._room is not None:
+            self._room.set()
+            self._room = None
 
     async def close(self) -> None:
         """Stop sending; what is queued is written first (for at most ``CLOSE_FLUSH_S``)."""
         if self._closed:
             return
         self._closed = True
+        self._check_room()
         with anyio.move_on_after(CLOSE_FLUSH_S) as flush:
             try:
                 await self._write_unsent()

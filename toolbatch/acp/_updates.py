@@ -16,9 +16,13 @@ into one message, so every reply after the first starts with a blank line
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from acp import (
     audio_block,
@@ -48,16 +52,26 @@ from acp.schema import (
 
 from toolbatch._core import InlineDataPart, ToolCall, ToolCallResponse
 from toolbatch.agent import text_of
+from toolbatch.permissions import analyze_command
 from toolbatch.recorder import RecordedTurn
-from toolbatch.transports import display_text
+from toolbatch.transports import (
+    ACP_MARKER,
+    ACP_TOOL_RESULT_JSON_BYTES,
+    display_text,
+    project_json_string,
+)
 
 __all__ = [
     "MESSAGE_SEPARATOR",
+    "OUTPUT_TAIL_LINES",
+    "OUTPUT_TAIL_LINE_CHARS",
     "TITLE_CHARS",
     "CallIds",
     "MessageSeparator",
+    "OutputTail",
     "PromptBlock",
     "SessionUpdate",
+    "command_prefixes",
     "finished_update",
     "permission_tool_call",
     "progress_update",
@@ -153,6 +167,34 @@ def tool_title(call: ToolCall) -> str:
     return first_line
 
 
+def bounded_input(args: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments as ``rawInput``: within ``ACP_TOOL_RESULT_JSON_BYTES`` of JSON.
+
+    A 3 MB command once made a 3 MB ``tool_call`` update and a 3 MB permission request.
+    Arguments over the bound show their long strings head and tail around ``ACP_MARKER``,
+    each to an equal share; if that is not enough (many small values), the whole JSON is
+    projected into one string under ``"truncated"``. The title already shows the command cut
+    to one line; the call itself runs with its full arguments.
+    """
+    rendered = json.dumps(args, ensure_ascii=False, default=repr)
+    if len(rendered) * 4 <= ACP_TOOL_RESULT_JSON_BYTES or (
+        len(rendered.encode("utf-8", "surrogatepass")) <= ACP_TOOL_RESULT_JSON_BYTES
+    ):
+        return args
+    share = ACP_TOOL_RESULT_JSON_BYTES // (2 * max(len(args), 1))
+    bounded = {
+        key: project_json_string(value, max_bytes=share, marker=ACP_MARKER)
+        if isinstance(value, str)
+        else value
+        for key, value in args.items()
+    }
+    again = json.dumps(bounded, ensure_ascii=False, default=repr)
+    if len(again.encode("utf-8", "surrogatepass")) <= ACP_TOOL_RESULT_JSON_BYTES:
+        return bounded
+    half = ACP_TOOL_RESULT_JSON_BYTES // 2
+    return {"truncated": project_json_string(rendered, max_bytes=half, marker=ACP_MARKER)}
+
+
 def start_update(tool_call_id: str, call: ToolCall) -> ToolCallStart:
     """``tool_call``: the model asked for ``call``; it waits to run (or to be allowed)."""
     return start_tool_call(
@@ -160,19 +202,61 @@ def start_update(tool_call_id: str, call: ToolCall) -> ToolCallStart:
         tool_title(call),
         kind=tool_kind(call.name),
         status="pending",
-        raw_input=dict(call.args),
+        raw_input=bounded_input(dict(call.args)),
     )
 
 
-def permission_tool_call(tool_call_id: str, call: ToolCall) -> ToolCallUpdate:
-    """The ``toolCall`` of a ``session/request_permission`` for ``call``."""
+def permission_tool_call(
+    tool_call_id: str, call: ToolCall, *, reason: str | None = None
+) -> ToolCallUpdate:
+    """The ``toolCall`` of a ``session/request_permission`` for ``call``; ``reason`` (the
+    rule or hook that asked) is its content, so the editor shows why it is asked."""
+    content = [tool_content(text_block(f"Asked by {reason}."))] if reason else None
     return ToolCallUpdate(
         tool_call_id=tool_call_id,
         title=tool_title(call),
         kind=tool_kind(call.name),
         status="pending",
-        raw_input=dict(call.args),
+        raw_input=bounded_input(dict(call.args)),
+        content=content,
     )
+
+
+_SUBCOMMAND_PROGRAMS: Final = frozenset(
+    {
+        "apt", "apt-get", "brew", "bun", "cargo", "docker", "dotnet", "gh", "git", "go",
+        "gradle", "helm", "kubectl", "make", "mvn", "npm", "pip", "pip3", "pnpm", "podman",
+        "poetry", "systemctl", "terraform", "uv", "yarn",
+    }
+)  # fmt: skip
+"""Programs whose second word is a subcommand (``git status`` is not ``git push``)."""
+_SUBCOMMAND_WORD: Final = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def command_prefixes(call: ToolCall) -> list[str]:
+    """The prefixes an "always allow" of a shell call remembers, one per subcommand: the
+    program (``touch``, ``ls``), with its subcommand for programs that have them (``git
+    status``, ``npm test``), as Claude Code's "don't ask again for `git status` commands".
+    A command that is not a plain sequence of simple commands (see
+    ``toolbatch.permissions``) remembers nothing: it is asked again next time."""
+    command = call.args.get("command")
+    if not isinstance(command, str):
+        return []
+    prefixes: list[str] = []
+    for sub in analyze_command(command).plain:
+        words = sub.words
+        if not words:
+            continue
+        prefix = words[0]
+        if (
+            len(words) > 1
+            and words[0] in _SUBCOMMAND_PROGRAMS
+            and _SUBCOMMAND_WORD.fullmatch(words[1])
+        ):
+            prefix = f"{words[0]} {words[1]}"
+        if prefix not in prefixes:
+            prefixes.append(prefix)
+    return prefixes
 
 
 def running_update(tool_call_id: str) -> ToolCallProgress:
@@ -181,10 +265,59 @@ def running_update(tool_call_id: str) -> ToolCallProgress:
 
 
 def progress_update(tool_call_id: str, message: str) -> ToolCallProgress:
-    """``tool_call_update``: a running call reported progress (shown as its content)."""
+    """``tool_call_update``: a running call's progress (shown as its content): a report,
+    or its latest output lines (``OutputTail.text``)."""
     return update_tool_call(
         tool_call_id, status="in_progress", content=[tool_content(text_block(message))]
     )
+
+
+OUTPUT_TAIL_LINES: Final = 20
+"""How many of a running command's latest output lines its ``tool_call_update`` shows."""
+OUTPUT_TAIL_LINE_CHARS: Final = 400
+"""A longer output line is shown cut, with an ellipsis."""
+
+
+@dataclass(slots=True, eq=False)
+class OutputTail:
+    """The latest output lines of one running call, bounded, and its latest progress report.
+
+    ``feed`` takes the output as it comes (any split); ``text`` is what the client shows:
+    at most ``OUTPUT_TAIL_LINES`` lines of at most ``OUTPUT_TAIL_LINE_CHARS`` each (the
+    unfinished last line included), then the report, if any.
+    """
+
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=OUTPUT_TAIL_LINES))
+    partial: str = ""
+    message: str | None = None
+    changed: bool = False
+    shown_at: float = -math.inf
+
+    def feed(self, text: str) -> None:
+        pieces = (self.partial + text).split("\n")
+        self.partial = _cut_line(pieces.pop(), tail=True)
+        self.lines.extend(_cut_line(piece.rstrip("\r")) for piece in pieces[-OUTPUT_TAIL_LINES:])
+        self.changed = True
+
+    def report(self, message: str) -> None:
+        self.message = message
+        self.changed = True
+
+    def text(self) -> str:
+        shown = list(self.lines)
+        if self.partial:
+            shown = [*shown[1 - OUTPUT_TAIL_LINES :], self.partial.rstrip("\r")]
+        if self.message:
+            shown.append(f"[{self.message}]")
+        return "\n".join(shown)
+
+
+def _cut_line(line: str, *, tail: bool = False) -> str:
+    if len(line) <= OUTPUT_TAIL_LINE_CHARS:
+        return line
+    if tail:  # an unfinished line keeps its end: what was printed last
+        return "…" + line[1 - OUTPUT_TAIL_LINE_CHARS :]
+    return line[: OUTPUT_TAIL_LINE_CHARS - 1] + "…"
 
 
 def _status(response: ToolCallResponse) -> ToolCallStatus:

@@ -28,13 +28,14 @@ import structlog
 
 from toolbatch._core import FunctionResponsePart, Part, TextPart, ToolCall, ToolCallResponse, Turn
 from toolbatch.agent._messages import Message, Model, ModelReply
-from toolbatch.errors import ConfigError
+from toolbatch.errors import ConfigError, RecorderError
 from toolbatch.finalize import Budget, enforce_send_budget
 from toolbatch.producers import ToolDeclaration
-from toolbatch.recorder import Recorder, load_session
+from toolbatch.recorder import Recorder, load_session, response_kind
 from toolbatch.scheduler import (
     ApprovalCallback,
     BatchObserver,
+    PendingTurn,
     SchedulerConfig,
     UseConfig,
 )
@@ -65,6 +66,8 @@ class SchedulerLike(Protocol):
 
     def declarations(self) -> list[ToolDeclaration]: ...
 
+    def wait_for_tools(self) -> Awaitable[list[ToolDeclaration]]: ...
+
     def execute(
         self,
         calls: Sequence[ToolCall],
@@ -73,11 +76,11 @@ class SchedulerLike(Protocol):
         abort: anyio.Event | None = ...,
         observer: BatchObserver | None = ...,
         approve: ApprovalCallback | None = ...,
-    ) -> Awaitable[list[ToolCallResponse]]: ...
+    ) -> Awaitable[PendingTurn]: ...
 
     def complete_turn(
         self,
-        responses: Sequence[ToolCallResponse],
+        pending: PendingTurn | Sequence[ToolCallResponse],
         /,
         *,
         budget: Budget | float | UseConfig = ...,
@@ -192,19 +195,15 @@ async def _run_planned(
     """Execute the executable calls, merge in call order, complete the turn once."""
     for _, call, response in plan.answered:
         _report(observer, call, response)
-    merged: list[tuple[int, ToolCallResponse]] = [
-        (ordinal, response) for ordinal, _, response in plan.answered
-    ]
     if plan.executable:
-        executed = await loop.scheduler.execute(
+        pending = await loop.scheduler.execute(
             plan.executable, abort=abort, observer=observer, approve=approve
         )
-        merged += [
-            (call.ordinal if call.ordinal is not None else 0, response)
-            for call, response in zip(plan.executable, executed, strict=True)
-        ]
-    merged.sort(key=lambda entry: entry[0])
-    return await loop.complete_turn([response for _, response in merged])
+    else:
+        pending = PendingTurn()
+    for ordinal, _, response in plan.answered:
+        pending.add(response, ordinal=ordinal)
+    return await loop.complete_turn(pending)
 
 
 def _report(observer: BatchObserver | None, call: ToolCall, response: ToolCallResponse) -> None:
@@ -320,11 +319,16 @@ class AgentLoop:
         )
         self.max_turns = max_turns
         self.history: list[Message] = list(history)
-        self._guarded: dict[int, tuple[list[Part], list[Part]]] = {}
+        # A completed turn is guarded by its completion; a message that came from elsewhere
+        # (the history passed in, or appended to ``history`` directly) is guarded once,
+        # before it is first sent. Messages before this index are known to be sendable.
+        self._sendable_upto = 0
+        self._unrecorded: Turn | None = None
+        """A tool turn in the history whose record failed: recorded before the next send."""
 
-    async def complete_turn(self, responses: Sequence[ToolCallResponse]) -> Turn:
+    async def complete_turn(self, pending: PendingTurn) -> Turn:
         """Complete one tool turn of this session, recorded in this loop's transcript."""
-        return await self.scheduler.complete_turn(responses, recorder=self.recorder)
+        return await self.scheduler.complete_turn(pending, recorder=self.recorder)
 
     def answered_call_ids(self) -> set[str]:
         """Ids of every call already answered in this session's history."""
@@ -350,31 +354,42 @@ class AgentLoop:
                 message.parts,
                 tool_calls=message.tool_calls,
             )
-        self.history.append(message)
+        self._append(message)
 
-    def _outgoing(self) -> list[Message]:
-        """The history to send, every tool message passed through the send guard."""
+    async def _record_unrecorded(self) -> None:
+        """Record the tool turn whose record failed, before the conversation goes on."""
+        turn = self._unrecorded
+        if turn is None:
+            return
+        if self.recorder is not None:
+            kinds = [response_kind(response) for response in turn.responses]
+            await self.recorder.record_turn(turn, kinds=kinds)
+        self._unrecorded = None
+
+    def _append(self, message: Message) -> None:
+        """Add a message the loop made (its own turn: already guarded by its completion)."""
+        known = self._sendable_upto == len(self.history)
+        self.history.append(message)
+        if known:
+            self._sendable_upto = len(self.history)
+
+    def _sendable(self) -> list[Message]:
+        """The history to send: each message from elsewhere passed through the send guard."""
+        history = self.history
+        for index in range(self._sendable_upto, len(history)):
+            history[index] = self._guard(history[index])
+        self._sendable_upto = len(history)
+        return history
+
+    def _guard(self, message: Message) -> Message:
+        """``message`` as it may be sent: a tool message passed through the send guard."""
+        if message.role != "tool":
+            return message
         config = self.scheduler.config
-        outgoing: list[Message] = []
-        changed = False
-        for message in self.history:
-            if message.role != "tool":
-                outgoing.append(message)
-                continue
-            cached = self._guarded.get(id(message.parts))
-            if cached is not None and cached[0] is message.parts:
-                guarded = cached[1]
-            else:
-                guarded = enforce_send_budget(
-                    message.parts, config.budget, lifecycle_tools=config.lifecycle
-                )
-                self._guarded[id(message.parts)] = (message.parts, guarded)
-            if guarded is message.parts:
-                outgoing.append(message)
-            else:
-                outgoing.append(Message(role="tool", parts=guarded))
-                changed = True
-        return outgoing if changed else self.history
+        guarded = enforce_send_budget(
+            message.parts, config.budget, lifecycle_tools=config.lifecycle
+        )
+        return message if guarded is message.parts else Message(role="tool", parts=guarded)
 
     async def prompt(
         self,
@@ -383,26 +398,44 @@ class AgentLoop:
         abort: anyio.Event | None = None,
         observer: BatchObserver | None = None,
     ) -> AgentOutcome:
-        """Run one user prompt to the end (``None`` continues a resumed session)."""
+        """Run one user prompt to the end (``None`` continues a resumed session).
+
+        Raises:
+            RecorderError: a turn could not be recorded. Its calls stay answered in
+                ``history`` (the completed turn), and that turn is recorded first thing
+                on the next prompt, before anything is sent to the model.
+        """
         outcome = AgentOutcome()
+        await self._record_unrecorded()
         if text is not None:
             await self._remember(Message(role="user", parts=[TextPart(text=text)]))
         for _ in range(self.max_turns):
             if abort is not None and abort.is_set():
                 outcome.stop_reason = "cancelled"
                 return outcome
-            reply = await self.model.respond(self._outgoing(), self.scheduler.declarations())
+            # MCP servers start in the background: the model's list waits for them.
+            tools = await self.scheduler.wait_for_tools()
+            reply = await self.model.respond(self._sendable(), tools)
             outcome.replies.append(reply)
             outcome.text = reply.text
             parts: list[Part] = [TextPart(text=reply.text)] if reply.text else []
             await self._remember(Message(role="model", parts=parts, tool_calls=reply.tool_calls))
             if not reply.tool_calls:
                 return outcome
-            turn, send = await self.runtime.run_tool_turn(
-                self, reply, abort=abort, observer=observer
-            )
+            try:
+                turn, send = await self.runtime.run_tool_turn(
+                    self, reply, abort=abort, observer=observer
+                )
+            except RecorderError as exc:
+                if isinstance(exc.turn, Turn):
+                    # The calls ran and were answered: the history keeps their answers, so
+                    # the model's calls never stand unanswered; the turn is recorded before
+                    # anything else is sent (write-ahead), or the next prompt raises again.
+                    self._append(Message(role="tool", parts=exc.turn.parts))
+                    self._unrecorded = exc.turn
+                raise
             outcome.turns.append(turn)
-            self.history.append(Message(role="tool", parts=turn.parts))
+            self._append(Message(role="tool", parts=turn.parts))
             if not send or (abort is not None and abort.is_set()):
                 outcome.stop_reason = "cancelled"
                 return outcome

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
@@ -42,8 +42,16 @@ log = structlog.get_logger("toolbatch.agent.openai_responses")
 _CLIENT: Final = "OpenAIResponsesModel"
 
 
-def responses_input(history: Sequence[Message]) -> list[dict[str, Any]]:
-    """The Responses ``input`` items for ``history``."""
+def responses_input(
+    history: Sequence[Message], *, sent_arguments: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The Responses ``input`` items for ``history``.
+
+    ``sent_arguments`` maps a call id to the ``arguments`` string the model sent for it:
+    a call goes back exactly as the model made it (a malformed one included, which
+    ``args`` holds as ``{}``); calls not in it are written from their ``args``.
+    """
+    sent = sent_arguments or {}
     items: list[dict[str, Any]] = []
     earlier: list[Sequence[Part]] = []
     for message in history:
@@ -58,7 +66,7 @@ def responses_input(history: Sequence[Message]) -> list[dict[str, Any]]:
                     "type": "function_call",
                     "call_id": call.id,
                     "name": call.name,
-                    "arguments": json.dumps(call.args, ensure_ascii=False),
+                    "arguments": sent.get(call.id) or json.dumps(call.args, ensure_ascii=False),
                 }
                 for call in message.tool_calls
             )
@@ -105,6 +113,8 @@ class OpenAIResponsesModel:
         self.system = system
         self._timeout_s = timeout_s
         self._client: AsyncOpenAI | None = None
+        self._sent_arguments: dict[str, str] = {}
+        """Each call's ``arguments`` as the model sent them, by call id."""
 
     async def __aenter__(self) -> Self:
         self._client = self._sdk.AsyncOpenAI(
@@ -146,7 +156,7 @@ class OpenAIResponsesModel:
         try:
             response = await self._client.responses.create(
                 model=self.model,
-                input=cast(Any, responses_input(history)),
+                input=cast(Any, responses_input(history, sent_arguments=self._sent_arguments)),
                 store=False,
                 **options,
             )
@@ -169,5 +179,8 @@ class OpenAIResponsesModel:
             calls = openai_responses.tool_calls(response)
         except ValueError as exc:
             raise ModelError(f"{where} did not answer a response: {exc}") from exc
+        for item in response.output:
+            if item.type == "function_call" and isinstance(item.arguments, str):
+                self._sent_arguments[item.call_id] = item.arguments
         log.debug("model.reply", calls=len(calls), status=response.status)
         return ModelReply(text=response.output_text, tool_calls=calls)

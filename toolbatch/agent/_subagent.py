@@ -34,8 +34,6 @@ class SubagentTool:
         max_turns: the child's model turns per task.
     """
 
-    output_threshold: int | None = None
-
     def __init__(
         self,
         *,

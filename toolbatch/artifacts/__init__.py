@@ -1,14 +1,23 @@
 """The artifact store: the only code that writes tool output to disk.
 
 ``ArtifactStore`` persists a call's complete output once (durably: data fsync, rename,
-directory fsync) and streams a command's output into one file; the artifact home
+directory fsync) and streams a command's output into one file; ``persist_within`` and
+``commit_within`` wait for it no later than a deadline; the artifact home
 (``artifact_session``, ``list_sessions``, ``remove_sessions``) is where sessions live.
 """
 
+from toolbatch.artifacts._deadline import (
+    DEFAULT_PERSIST_TIMEOUT_S,
+    PERSIST_RESERVE_S,
+    commit_within,
+    persist_deadline,
+    persist_within,
+)
 from toolbatch.artifacts._home import (
     SESSION_MAX_AGE_S,
     artifact_session,
     list_sessions,
+    new_session_id,
     remove_sessions,
     sessions_dir,
 )
@@ -23,11 +32,17 @@ from toolbatch.artifacts._store import (
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_TOTAL_BYTES",
+    "DEFAULT_PERSIST_TIMEOUT_S",
+    "PERSIST_RESERVE_S",
     "SESSION_MAX_AGE_S",
     "ArtifactStore",
     "ArtifactStream",
     "artifact_session",
+    "commit_within",
     "list_sessions",
+    "new_session_id",
+    "persist_deadline",
+    "persist_within",
     "remove_sessions",
     "safe_name_component",
     "sessions_dir",

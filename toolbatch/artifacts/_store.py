@@ -8,21 +8,35 @@ followed. Names come from the call id made safe plus a digest of the call id and
 so the same content for the same call is written once and two calls never overwrite each
 other. Byte caps (per file, per store) are reserved before a write starts.
 
-A one-shot write is one worker-thread hop: the bytes go to the temp file first and the
-disk is told to start on them at once (``sync_file_range`` where Linux has it), and the
-digest that names the file is computed while the disk works; only then is the name
-claimed, an identical artifact looked for (found: the temp file is dropped, the artifact
-is reused), the data fsynced and the file renamed.
+The bytes go through ``aiofiles`` (``aiofiles.open`` on the temp part, ``aiofiles.os`` for
+the rest) on the store's own daemon worker threads. A one-shot write is three hops: the
+temp part is created and opened, the bytes are written, and one step finishes it: the
+disk is told to start on them (``sync_file_range`` where Linux has it), the digest that
+names the file is computed while the disk works, the name is claimed, an identical
+artifact looked for (found: the temp file is dropped, the artifact is reused), the data
+fsynced, the file renamed and the directory fsynced.
+
+A caller is never held by a thread: cancelling a persist (a deadline, an abort) stops the
+waiting at once, and the writer's work is *abandoned*: when its thread returns, the temp
+part is removed, and so is a file it had published meanwhile (nobody was given its path);
+its reservation and its name are released, and ``artifacts.persist_abandoned`` is logged.
+A disk that never returns keeps only a daemon thread, never the caller or the process's
+exit. ``sync_file`` and ``sync_directory`` are the store's two fsyncs (a subclass may slow
+them down to test a slow disk).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import errno
 import fcntl
+import functools
 import hashlib
 import os
+import queue
 import re
 import stat
 import sys
@@ -31,10 +45,11 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
+import aiofiles
+import aiofiles.os
 import anyio
-import anyio.to_thread
 import structlog
 
 from toolbatch.errors import ArtifactCapExceeded, ArtifactWriteError, ConfigError
@@ -137,6 +152,119 @@ def _existing_size(path: Path) -> int | None:
     except OSError:
         return None
     return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+_T = TypeVar("_T")
+
+POOL_THREADS: Final = 32
+"""Daemon threads the stores share for disk work (a hung disk holds one each)."""
+
+
+class _DaemonPool(concurrent.futures.Executor):
+    """Runs disk work on daemon threads, started on demand up to ``max_threads``.
+
+    Daemon threads, unlike ``ThreadPoolExecutor``'s: a write stuck on a hung disk must not
+    keep the process from exiting (an unpublished part is swept by the next store).
+    """
+
+    def __init__(self, max_threads: int) -> None:
+        self._work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]
+        self._work = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._max = max_threads
+
+    def submit(
+        self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+        self._work.put((future, functools.partial(fn, *args, **kwargs)))
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                return future
+            if self._threads >= self._max:
+                return future
+            self._threads += 1
+        threading.Thread(target=self._serve, name="toolbatch-artifacts", daemon=True).start()
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            future, work = self._work.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = work()
+                except BaseException as exc:  # handed to the waiting side, like an executor
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            with self._lock:
+                self._idle += 1
+
+
+_POOL: Final = _DaemonPool(POOL_THREADS)
+
+
+class _Tracker(concurrent.futures.Executor):
+    """One writer's work on the pool: what it has in flight, and what runs once it is done.
+
+    Passed to ``aiofiles`` as the executor, so that a writer whose caller stopped waiting
+    can have its cleanup run *after* the thread still using its descriptor returns.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._after: list[Callable[[], None]] = []
+
+    def submit(
+        self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[_T]:
+        with self._lock:
+            self._running += 1
+        future = _POOL.submit(fn, *args, **kwargs)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+        del future
+        with self._lock:
+            self._running -= 1
+            if self._running or not self._after:
+                return
+            after, self._after = self._after, []
+        for work in after:
+            _run_logged(work)
+
+    def after_idle(self, work: Callable[[], None]) -> None:
+        """Run ``work`` once nothing of this writer is in flight: now, in this thread, when
+        nothing is (a close and an unlink), else in the thread that finishes last."""
+        with self._lock:
+            if self._running:
+                self._after.append(work)
+                return
+        _run_logged(work)
+
+
+def _run_logged(work: Callable[[], None]) -> None:
+    try:
+        work()
+    except Exception as exc:  # background cleanup: reported, never raised into a pool thread
+        log.error("artifacts.cleanup_failed", error=repr(exc))
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, work: Callable[..., None], *args: Any) -> None:
+    """Run ``work`` on ``loop`` (from a pool thread); a closed loop has no one to tell."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(work, *args)
+
+
+async def _hop(tracker: concurrent.futures.Executor, work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` on the store's threads through ``aiofiles.os.wrap``."""
+    result: _T = await aiofiles.os.wrap(work)(*args, executor=tracker)
+    return result
 
 
 class UnsafeDirectory(PermissionError):
@@ -338,6 +466,24 @@ class _OneShot:
     busy: anyio.Event | None = None
     """Another persist was writing the same name: wait for it, then look again."""
     reused: bool = False
+    abandoned: bool = False
+    """Its caller stopped waiting while a thread still worked: the cleanup settles it."""
+
+
+def _create_part(directory: Path, attempt: _Attempt) -> None:
+    """In a worker thread: a new temp part for ``attempt`` (kept on it even if its caller
+    left meanwhile, so the cleanup finds it)."""
+    attempt.fd, attempt.tmp = _open_temp(directory)
+
+
+@dataclass(slots=True, eq=False)
+class _Attempt:
+    """One try at writing a one-shot job in one directory: what its threads made so far."""
+
+    fd: int | None = None
+    tmp: str | None = None
+    published: Path | None = None
+    abandoned: bool = False
 
 
 def _unlink_quietly(path: str) -> None:
@@ -493,7 +639,7 @@ class ArtifactStore:
             if len(text) <= INLINE_ENCODE_CHARS:
                 content = _encode(text)
             else:
-                content = await anyio.to_thread.run_sync(_encode, text)
+                content = await _hop(_POOL, _encode, text)
         return await self._persist_content(call_id, tool_name, content, ".txt")
 
     async def persist_bytes(
@@ -519,9 +665,7 @@ class ArtifactStore:
             self._reserve(size)
         except ArtifactCapExceeded:
             # Full, but an identical artifact needs no room.
-            existing = await anyio.to_thread.run_sync(
-                self._find_identical, call_id, tool_name, content, suffix
-            )
+            existing = await _hop(_POOL, self._find_identical, call_id, tool_name, content, suffix)
             if existing is None:
                 raise
             log.debug("artifacts.reused", path=str(existing), bytes=size)
@@ -532,11 +676,8 @@ class ArtifactStore:
             path = await self._put_with_fallback(job)
             published = not job.reused
         finally:
-            if not published:
-                self._release(size)
-            if job.name is not None and self._inflight.get(job.name) is job.claim:
-                del self._inflight[job.name]
-            job.claim.set()
+            if not job.abandoned:  # an abandoned job is settled by its cleanup
+                self._settle(job, released=0 if published else size)
         if published:
             self._written.append(path)
             log.debug("artifacts.persisted", path=str(path), bytes=size, call_id=call_id)
@@ -544,16 +685,19 @@ class ArtifactStore:
             log.debug("artifacts.reused", path=str(path), bytes=size)
         return path
 
+    def _settle(self, job: _OneShot, *, released: int) -> None:
+        """On the event loop: give back ``released`` reserved bytes and ``job``'s name."""
+        self._release(released)
+        if job.name is not None and self._inflight.get(job.name) is job.claim:
+            del self._inflight[job.name]
+        job.claim.set()
+
     async def _put_with_fallback(self, job: _OneShot) -> Path:
         directory = self.root
         primary_error: OSError | None = None
         while True:
             try:
-                # Shielded (and bounded by the per-file cap): a cancelled await would leave
-                # the thread running with our fd; the cancellation arrives once the file is
-                # published or gone.
-                with anyio.CancelScope(shield=True):
-                    path = await anyio.to_thread.run_sync(self._put, directory, job)
+                path = await self._put(directory, job)
             except OSError as error:
                 if primary_error is not None:
                     raise ArtifactWriteError(
@@ -572,24 +716,51 @@ class ArtifactStore:
             await job.busy.wait()
             job.busy = None
 
-    def _put(self, directory: Path, job: _OneShot) -> Path | None:
-        """In a worker thread: publish ``job`` in ``directory`` durably, or find it there.
+    async def _put(self, directory: Path, job: _OneShot) -> Path | None:
+        """Publish ``job`` in ``directory`` durably, or find it there.
 
         Returns the path (``job.reused`` tells a found one), or ``None`` when another
-        persist is writing the same name (``job.busy``). The data is fsynced before the
-        rename, and a directory fsync that started after the rename has finished before
-        this returns (``_sync_dir``), so the path is durable before anyone is given it.
+        persist is writing the same name (``job.busy``). The bytes go through
+        ``aiofiles.open`` on the temp part; the data is fsynced before the rename, and a
+        directory fsync that started after the rename has finished before this returns
+        (``_sync_dir``), so the path is durable before anyone is given it. Cancelled, it
+        returns at once and leaves the rest to ``_clean_up`` (see the module docstring).
         """
-        if isinstance(job.content, str):
-            job.content = job.content.encode("ascii")
-        data = job.content
-        if job.name is not None:
-            found = self._claim(job, data)
-            if found is not None or job.busy is not None:
-                return found
-        fd, tmp = _open_temp(directory)
+        tracker = _Tracker()
+        attempt = _Attempt()
+        loop = asyncio.get_running_loop()
         try:
-            _write_all(fd, data)
+            if isinstance(job.content, str):
+                job.content = await _hop(tracker, str.encode, job.content, "ascii")
+            data = job.content
+            if job.name is not None:
+                found = await _hop(tracker, self._claim, job, data)
+                if found is not None or job.busy is not None:
+                    return found
+
+            await _hop(tracker, _create_part, directory, attempt)
+            assert attempt.fd is not None
+            file = await aiofiles.open(
+                attempt.fd, "wb", buffering=0, closefd=False, executor=tracker
+            )
+            view = memoryview(data)
+            while view:
+                view = view[await file.write(view) :]
+            return await _hop(tracker, self._finish, directory, job, attempt, data)
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                attempt.abandoned = job.abandoned = True
+            tracker.after_idle(functools.partial(self._clean_up, job, attempt, loop))
+            raise
+
+    def _finish(
+        self, directory: Path, job: _OneShot, attempt: _Attempt, data: bytes
+    ) -> Path | None:
+        """In a worker thread: name, claim, fsync, rename and publish a written temp part."""
+        assert attempt.fd is not None
+        assert attempt.tmp is not None
+        fd = attempt.fd
+        try:
             if _start_writeback is not None:
                 _start_writeback(fd)
             if job.name is None:
@@ -600,18 +771,48 @@ class ArtifactStore:
                 )
                 found = self._claim(job, data)
                 if found is not None or job.busy is not None:
-                    _unlink_quietly(tmp)
                     return found
-            os.fsync(fd)
+            self.sync_file(fd)
             final = directory / job.name
-            _rename_into_place(tmp, final)  # still open, so still locked: no sweep can take it
-        except BaseException:
-            _unlink_quietly(tmp)
-            raise
+            _rename_into_place(attempt.tmp, final)  # still open, so still locked
+            attempt.tmp = None
         finally:
+            attempt.fd = None
             os.close(fd)
+            if attempt.tmp is not None:
+                _unlink_quietly(attempt.tmp)
+                attempt.tmp = None
         self._publish(final)
+        attempt.published = final
         return final
+
+    def _clean_up(self, job: _OneShot, attempt: _Attempt, loop: asyncio.AbstractEventLoop) -> None:
+        """In a worker thread, once the attempt's threads returned: remove what it left.
+
+        A failed attempt leaves at most its temp part. An abandoned one also loses a file
+        it published after its caller stopped waiting (nobody was given the path); its
+        reservation and name are then released on the event loop.
+        """
+        if attempt.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(attempt.fd)
+            attempt.fd = None
+        if attempt.tmp is not None:
+            _unlink_quietly(attempt.tmp)
+            attempt.tmp = None
+        if not attempt.abandoned:
+            return
+        removed = attempt.published
+        if removed is not None and not job.reused:
+            _unlink_quietly(os.fspath(removed))
+        log.warning(
+            "artifacts.persist_abandoned",
+            call_id=job.call_id,
+            tool=job.tool_name,
+            size=len(job.content),
+            removed=str(removed) if removed is not None else None,
+        )
+        _on_loop(loop, functools.partial(self._settle, job, released=len(job.content)))
 
     def _claim(self, job: _OneShot, data: bytes) -> Path | None:
         """Claim ``job.name``, unless another persist holds it (then ``job.busy`` is set);
@@ -624,6 +825,14 @@ class ArtifactStore:
         existing = self._find_existing(job.name, len(data), data)
         job.reused = existing is not None
         return existing
+
+    def sync_file(self, fd: int) -> None:
+        """Make a written file's data durable (``fsync``); runs in a worker thread."""
+        os.fsync(fd)
+
+    def sync_directory(self, directory: Path) -> None:
+        """Make renames in ``directory`` durable (its ``fsync``); runs in a worker thread."""
+        _fsync_dir(directory)
 
     def _publish(self, final: Path) -> None:
         """Make the rename to ``final`` durable (``_sync_dir``); a file whose rename cannot
@@ -665,7 +874,7 @@ class ArtifactStore:
                 state.running = True
                 state.changed.release()
                 try:
-                    _fsync_dir(directory)
+                    self.sync_directory(directory)
                 finally:
                     state.changed.acquire()
                     state.running = False
@@ -699,6 +908,36 @@ class _StreamFile:
     directory: Path
     written: int = 0
     """Bytes written to it completely (a failed write leaves a torn rest past them)."""
+    aio: Any = None
+    """The ``aiofiles`` file the bytes go through (unbuffered, over ``fd``)."""
+
+
+def _pieces(chunks: list[bytes]) -> list[bytes]:
+    """``chunks`` as writes of at least ``PARALLEL_HASH_BYTES`` each (small runs joined,
+    large chunks as they are): no executor hop for less than a mebibyte. ``chunks`` is
+    emptied as it goes, so a joined run and its parts are not held at once."""
+    pieces: list[bytes] = []
+    run: list[bytes] = []
+    size = 0
+    chunks.reverse()
+    while chunks:
+        chunk = chunks.pop()
+        if not chunk:
+            continue
+        run.append(chunk)
+        size += len(chunk)
+        if size >= PARALLEL_HASH_BYTES:
+            pieces.append(run[0] if len(run) == 1 else b"".join(run))
+            run, size = [], 0
+    if run:
+        pieces.append(run[0] if len(run) == 1 else b"".join(run))
+    return pieces
+
+
+def _remove_stream_file(file: _StreamFile) -> None:
+    with contextlib.suppress(OSError):
+        os.close(file.fd)
+    _unlink_quietly(file.tmp)
 
 
 @dataclass(slots=True, eq=False)
@@ -706,7 +945,9 @@ class ArtifactStream:
     """Appends output chunks to one artifact, written ``STREAM_FLUSH_BYTES`` at a time.
 
     It keeps at most the store's per-file cap (and what the per-store cap leaves); the rest
-    is counted in ``bytes_dropped`` with the cap that stopped it in ``dropped_by``.
+    is counted in ``bytes_dropped`` with the cap that stopped it in ``dropped_by``. Its
+    waits on the store's threads stop when cancelled: the stream is then abandoned (its
+    file removed once the thread using it returns).
     """
 
     store: ArtifactStore
@@ -725,6 +966,7 @@ class ArtifactStream:
     _hasher: hashlib._Hash | None = None
     _reserved: int = 0
     _primary_error: OSError | None = None
+    _tracker: _Tracker = field(default_factory=_Tracker)
 
     async def write(self, chunk: bytes) -> None:
         """Append ``chunk``; it is written once ``STREAM_FLUSH_BYTES`` have been buffered."""
@@ -750,27 +992,40 @@ class ArtifactStream:
     async def _flush(self, *, force: bool = False) -> None:
         if self.error is not None or not (self._buffer or force):
             return
-        chunks = self._buffer
+        chunks = _pieces(self._buffer)  # the buffer is emptied as it is joined
         self._buffer = []
         size = self._buffered
         self._buffered = 0
         failure: BaseException | None = None
         try:
             if self._file is None:
-                await anyio.to_thread.run_sync(self._open_file)
+                self._hasher = _digest_prefix(self.call_id)
+                await _hop(self._tracker, self._open_file)
+                await self._open()
             if size >= PARALLEL_HASH_BYTES:
                 # sha256 and the write both release the GIL: run them side by side, and let
                 # the disk take what earlier flushes wrote meanwhile (``_sync_quietly``).
+                # A failed write is kept, not raised in the group: the hash must finish.
+                failed: list[OSError] = []
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(anyio.to_thread.run_sync, self._hash_chunks, chunks)
+                    tg.start_soon(_hop, self._tracker, self._hash_chunks, chunks)
                     earlier = self._file
                     if earlier is not None and earlier.written:
-                        tg.start_soon(anyio.to_thread.run_sync, _sync_quietly, earlier.fd)
-                    await anyio.to_thread.run_sync(self._write_chunks, chunks)
+                        tg.start_soon(_hop, self._tracker, _sync_quietly, earlier.fd)
+                    await self._write_chunks(chunks, failed)
+                if failed:
+                    raise failed[0]
             elif chunks:
-                await anyio.to_thread.run_sync(self._hash_and_write, chunks)
-        except* (OSError, ArtifactWriteError) as failed:
-            failure = failed.exceptions[0]
+                await _hop(self._tracker, self._hash_chunks, chunks)
+                failed = []
+                await self._write_chunks(chunks, failed)
+                if failed:
+                    raise failed[0]
+        except anyio.get_cancelled_exc_class():
+            self._abandon("its writer was cancelled")
+            raise
+        except (OSError, ArtifactWriteError) as exc:
+            failure = exc
         if failure is None:
             return
         if isinstance(failure, OSError) and self._in_primary():
@@ -778,11 +1033,41 @@ class ArtifactStream:
             # fallback directory and go on there. The chunks were hashed already.
             self._primary_error = failure
             try:
-                await anyio.to_thread.run_sync(self._move_to_fallback, chunks)
+                await _hop(self._tracker, self._move_to_fallback, chunks)
+                await self._open()
                 return
+            except anyio.get_cancelled_exc_class():
+                self._abandon("its writer was cancelled")
+                raise
             except OSError as fallback_error:
                 failure = fallback_error
         self._fail(failure)
+
+    async def _open(self) -> None:
+        """Open ``self._file`` (made in a worker thread) for writing with ``aiofiles``."""
+        file = self._file
+        assert file is not None
+        file.aio = await aiofiles.open(
+            file.fd, "wb", buffering=0, closefd=False, executor=self._tracker
+        )
+
+    def _open_file(self) -> None:
+        """In a worker thread: the stream's file (kept on the stream even if its caller
+        left meanwhile, so the cleanup finds it)."""
+        self._file = self._create_file()
+
+    async def _write_chunks(self, chunks: list[bytes], failed: list[OSError]) -> None:
+        file = self._file
+        assert file is not None
+        try:
+            for piece in chunks:
+                view = memoryview(piece)
+                while view:
+                    view = view[await file.aio.write(view) :]
+        except OSError as exc:
+            failed.append(exc)  # kept, not raised: a task group beside it must not cancel
+            return
+        file.written += sum(len(chunk) for chunk in chunks)
 
     async def sync_early(self) -> None:
         """Write what is buffered and let the disk take it now, before ``commit``.
@@ -795,7 +1080,11 @@ class ArtifactStream:
         await self._flush()
         file = self._file
         if file is not None and self.error is None:
-            await anyio.to_thread.run_sync(_sync_quietly, file.fd)
+            try:
+                await _hop(self._tracker, _sync_quietly, file.fd)
+            except anyio.get_cancelled_exc_class():
+                self._abandon("its writer was cancelled")
+                raise
 
     def _fail(self, exc: BaseException) -> None:
         log.warning(
@@ -806,19 +1095,26 @@ class ArtifactStream:
         self.bytes_kept = 0
         self._close_and_remove()
 
-    def _open_file(self) -> None:
-        self._file = self._create_file()
-        self._hasher = _digest_prefix(self.call_id)
+    def _abandon(self, why: str) -> None:
+        """Its caller stopped waiting: drop the stream, its file removed in the background."""
+        if self.error is None:
+            log.warning(
+                "artifacts.persist_abandoned", call_id=self.call_id, kept=self.bytes_kept, why=why
+            )
+            self.error = ArtifactWriteError(
+                primary_dir=self.store.root,
+                primary_error=OSError(errno.ECANCELED, f"abandoned: {why}"),
+                fallback_dir=self.store.fallback_dir,
+                fallback_error=None,
+            )
+            self.bytes_dropped += self.bytes_kept
+            self.bytes_kept = 0
+        self._close_and_remove()
 
     def _hash_chunks(self, chunks: list[bytes]) -> None:
         assert self._hasher is not None
         for chunk in chunks:
             self._hasher.update(chunk)
-
-    def _write_chunks(self, chunks: list[bytes]) -> None:
-        assert self._file is not None
-        self._write_to(self._file.fd, chunks)
-        self._file.written += sum(len(chunk) for chunk in chunks)
 
     @staticmethod
     def _write_to(fd: int, chunks: list[bytes]) -> None:
@@ -831,10 +1127,6 @@ class ArtifactStream:
                 else:
                     pending[0] = pending[0][written:]
                     written = 0
-
-    def _hash_and_write(self, chunks: list[bytes]) -> None:
-        self._hash_chunks(chunks)
-        self._write_chunks(chunks)
 
     def _create_file(self) -> _StreamFile:
         try:
@@ -864,7 +1156,8 @@ class ArtifactStream:
         return in_root and store.fallback_dir != store.root
 
     def _move_to_fallback(self, chunks: list[bytes]) -> None:
-        """Copy the good prefix of the primary temp file to the fallback, then ``chunks``."""
+        """Copy the good prefix of the primary temp file to the fallback, then ``chunks``;
+        the new file replaces the old one (closed and removed)."""
         assert self._file is not None
         old = self._file
         with contextlib.suppress(OSError):
@@ -884,9 +1177,7 @@ class ArtifactStream:
             raise
         written = old.written + sum(len(chunk) for chunk in chunks)
         self._file = _StreamFile(fd, tmp, self.store.fallback_dir, written)
-        with contextlib.suppress(OSError):
-            os.close(old.fd)
-        _unlink_quietly(old.tmp)
+        _remove_stream_file(old)
         log.warning(
             "artifacts.stream_moved_to_fallback",
             call_id=self.call_id,
@@ -895,17 +1186,23 @@ class ArtifactStream:
         )
 
     def _close_and_remove(self) -> None:
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._file.fd)
-            _unlink_quietly(self._file.tmp)
-            self._file = None
+        """Drop the file (once no thread of this stream uses it) and the reservation."""
+        self._tracker.after_idle(self._remove_file)
         self.store._release(self._reserved)
         self._reserved = 0
+
+    def _remove_file(self) -> None:
+        """In a worker thread, once none of this stream's work is in flight."""
+        file, self._file = self._file, None
+        if file is not None:
+            _remove_stream_file(file)
 
     @traced_commit
     async def commit(self) -> Path:
         """Publish what was kept and return its path (an identical artifact is reused).
+
+        Cancelled while the store's thread works, it stops waiting at once; the artifact
+        is then removed in the background (``artifacts.persist_abandoned``).
 
         Raises:
             ArtifactWriteError: the artifact could not be written (it carries the causes).
@@ -916,9 +1213,16 @@ class ArtifactStream:
         await self._flush(force=self._file is None)
         if self.error is not None:
             raise self._as_write_error(self.error)
+        assert self._file is not None
+        handle = self._file
+        self._file = None
+        outcome: list[tuple[Path, bool]] = []
         try:
-            with anyio.CancelScope(shield=True):
-                path, reused = await anyio.to_thread.run_sync(self._commit_sync)
+            path, reused = await _hop(self._tracker, self._commit_sync, handle, outcome)
+        except anyio.get_cancelled_exc_class():
+            self._tracker.after_idle(functools.partial(self._remove_late, outcome))
+            self._abandon("its commit was cancelled")
+            raise
         except OSError as exc:
             self._fail(exc)
             raise self._as_write_error(exc) from exc
@@ -930,6 +1234,12 @@ class ArtifactStream:
         self._reserved = 0
         log.debug("artifacts.streamed", path=str(path), kept=self.bytes_kept, reused=reused)
         return path
+
+    def _remove_late(self, outcome: list[tuple[Path, bool]]) -> None:
+        """In a worker thread: remove an artifact published after its commit was abandoned."""
+        if outcome and not outcome[0][1]:
+            _unlink_quietly(os.fspath(outcome[0][0]))
+            log.warning("artifacts.late_artifact_removed", path=str(outcome[0][0]))
 
     def _as_write_error(self, exc: BaseException) -> ArtifactWriteError:
         if isinstance(exc, ArtifactWriteError):
@@ -949,19 +1259,19 @@ class ArtifactStream:
             fallback_error=None,
         )
 
-    def _commit_sync(self) -> tuple[Path, bool]:
-        assert self._file is not None
+    def _commit_sync(
+        self, handle: _StreamFile, outcome: list[tuple[Path, bool]]
+    ) -> tuple[Path, bool]:
         assert self._hasher is not None
-        handle = self._file
-        self._file = None
         try:
-            os.fsync(handle.fd)
+            self.store.sync_file(handle.fd)
             name = self.store.artifact_name(
                 self.call_id, self.tool_name, self._hasher.hexdigest(), self.suffix
             )
             existing = self.store._find_existing(name, self.bytes_kept, handle.fd)
             if existing is not None:
                 _unlink_quietly(handle.tmp)
+                outcome.append((existing, True))
                 return existing, True
             final = handle.directory / name
             # Still open, so still locked: no sweep can take it.
@@ -972,14 +1282,14 @@ class ArtifactStream:
         finally:
             os.close(handle.fd)
         self.store._publish(final)
+        outcome.append((final, False))
         return final, False
 
     async def discard(self) -> None:
         """Drop everything written so far (also what leaving the block uncommitted does)."""
         self._buffer.clear()
         self._buffered = 0
-        if self._file is not None or self._reserved:
-            await anyio.to_thread.run_sync(self._close_and_remove)
+        self._close_and_remove()
 
 
 ArtifactStore.stream_class = ArtifactStream

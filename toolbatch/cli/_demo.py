@@ -305,7 +305,7 @@ async def run_demo(*, budget: int | None, workdir: str | None, out: TextIO) -> i
     account = _Account()
     script: list[str | Sequence[Mapping[str, Any]]] = [*SCRIPT, FINAL_ANSWER]
     async with ToolScheduler(registry, config) as scheduler:
-        names = [declaration.name for declaration in scheduler.declarations()]
+        names = [declaration.name for declaration in await scheduler.wait_for_tools()]
         printer.line(
             f"toolbatch demo: a scripted agent (no network), {len(script)} model turns, "
             f"real tools, budget "

@@ -1,4 +1,5 @@
-"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve``, ``acp`` and ``artifacts``.
+"""The ``toolbatch`` command line: ``run``, ``demo``, ``serve``, ``acp``, ``tools`` and
+``artifacts``.
 
 ``toolbatch run [BATCH]``
     Runs one batch of tool calls and writes the finalized turn to stdout. ``BATCH`` is a
@@ -33,24 +34,34 @@
 ``toolbatch acp``
     The Agent Client Protocol agent on stdin/stdout (see ``toolbatch.acp``), for editors.
 
-``toolbatch artifacts list | clean [--older-than DURATION | --all]``
+``toolbatch tools``
+    The tools a configuration offers (name, source, description); see
+    ``toolbatch.cli._inspect``.
+
+``toolbatch artifacts list | clean [--older-than DURATION | --all] | show WHAT``
     The artifact sessions of the per-user state directory (where complete output goes
     when no ``--artifacts-dir`` is given): each session's files, size, last use and whether
     it is live; ``clean`` removes those unused for ``DURATION`` (``30m``, ``12h``, ``7d``;
     default 7 days, the age after which a new session removes them anyway), or all with
-    ``--all``. A live session is never removed.
+    ``--all``. A live session is never removed. ``show`` prints a session's files, a
+    call's complete output or a file (``toolbatch.cli._inspect``).
 
 The runtime flags (``--budget``, ``--concurrency``, ``--timeout``, ``--mcp-config``,
 ``--settings``, ``--mcp-startup-timeout``, ``--artifacts-dir``) are defined once here for
-``run``, ``serve`` and ``acp``. ``--settings PATH`` (repeatable) reads Claude Code settings
-files: their hooks, permission rules and ``mcpServers``; headless (``run``, ``serve``), a
-call a rule asks about is denied with the rule named. Budget
+``run``, ``serve`` and ``acp``. Claude Code's configuration flags (``--settings``,
+``--setting-sources``, ``--mcp-config``, ``--strict-mcp-config``, ``--allowedTools``,
+``--disallowedTools``) are in ``_config_sources``: settings give hooks, permission rules
+and ``mcpServers``; headless (``run``, ``serve``), a call a rule asks about is denied with
+the rule named. Budget
 (``--budget``, and ``"budget"`` in a batch): code points of model-facing tool text per
-batch; ``0`` disables it; omitted means 200,000 (the runtime default). For ``run`` the flag
-wins over the batch's own ``budget``; for ``serve`` it is the default of batches that give
-none; for ``acp`` it is every session's. Logs go to stderr (``--log-level``, default
-``warning``) so stdout stays clean; when stderr is a terminal a status line shows the calls
-in progress.
+batch; ``0`` disables it; omitted means 200,000 (the runtime default). The flag means the
+same on every command: the session's budget (``SchedulerConfig.batch_budget``); a batch
+that carries its own ``budget`` (``run``'s batch object, a ``serve`` request) is bounded by
+that one instead. Logs go to stderr (``--log-level``, default ``warning``) so stdout stays
+clean. While a batch runs (``toolbatch.cli._progress``): ``stream-json`` writes
+``tool_progress`` events as calls start, run and end; a terminal's stderr shows a status
+line; ``--verbose`` streams the commands' output lines to stderr; ``--log-level info`` logs
+each call's start and end.
 """
 
 from __future__ import annotations
@@ -74,6 +85,7 @@ import structlog
 
 import toolbatch
 from toolbatch._core import (
+    BatchObserver,
     FileDataPart,
     FunctionResponsePart,
     InlineDataPart,
@@ -83,17 +95,21 @@ from toolbatch._core import (
     ToolCallResponse,
     ToolDeclaration,
     Turn,
+    UserFile,
 )
-from toolbatch.acp import MODEL_CHOICES, AcpOptions, check_model_settings, serve_acp
+from toolbatch.acp import DEFAULT_MAX_SESSIONS, MODEL_CHOICES
 from toolbatch.artifacts import (
     SESSION_MAX_AGE_S,
     list_sessions,
     remove_sessions,
     sessions_dir,
 )
+from toolbatch.cli._config_sources import add_config_options, read_config_sources
+from toolbatch.cli._progress import RunProgress
 from toolbatch.errors import ConfigError, RecorderError, ToolbatchError
 from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.logs import configure_logging
+from toolbatch.permissions import PERMISSION_MODES
 from toolbatch.producers import SandboxMode, ShellEnvMode
 from toolbatch.recorder import JsonlRecorder
 from toolbatch.scheduler import (
@@ -106,17 +122,23 @@ from toolbatch.scheduler import (
 from toolbatch.service import (
     MAX_MESSAGE_BYTES,
     BatchRunParams,
-    CallObserver,
     batch_result,
     loads_json,
     parse_batch,
     serve_stdio,
 )
 from toolbatch.telemetry import export_from_environment
-from toolbatch.transports import OutputFormat, dumps_json_line, make_output_adapter
+from toolbatch.transports import (
+    OutputAdapter,
+    OutputFormat,
+    dumps_json_line,
+    make_output_adapter,
+)
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
+
+    from toolbatch.acp import AcpOptions
 
 __all__ = ["main"]
 
@@ -196,18 +218,16 @@ def _logging_options() -> argparse.ArgumentParser:
 
 def _runtime_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
+    add_config_options(options)  # --mcp-config, --settings, ... (cli/_config_sources.py)
     options.add_argument(
-        "--mcp-config",
-        metavar="PATH",
-        help='an {"mcpServers": {...}} JSON file; its servers\' tools join the built-in ones',
-    )
-    options.add_argument(
-        "--settings",
-        action="append",
-        metavar="PATH",
-        help="a Claude Code settings file (hooks, permissions, mcpServers); repeatable, "
-        "merged in order, later wins (e.g. ~/.claude/settings.json, then "
-        ".claude/settings.json); inline JSON works too",
+        "--permission-mode",
+        choices=PERMISSION_MODES,
+        metavar="MODE",
+        help="overrides the settings' permissions.defaultMode, as Claude Code's: default (ask "
+        "what no allow rule covers; headless: refuse it), acceptEdits (also run plain "
+        "mkdir/touch/rm/rmdir/mv/cp inside the working directory), plan (as default), "
+        "dontAsk (refuse whatever would ask), bypassPermissions (ask only ask rules); deny "
+        "rules hold in every mode",
     )
     options.add_argument(
         "--mcp-startup-timeout",
@@ -220,8 +240,9 @@ def _runtime_options() -> argparse.ArgumentParser:
         "--budget",
         type=_budget,
         metavar="CHARS",
-        help=f"aggregate budget of model-facing tool text per batch, in characters; 0 "
-        f"disables it (default: the batch's own, else {DEFAULT_BATCH_BUDGET_CHARS:,})",
+        help=f"the session's aggregate budget of model-facing tool text per batch, in "
+        f"characters; 0 disables it; a batch that carries its own budget uses that one "
+        f"(default: {DEFAULT_BATCH_BUDGET_CHARS:,})",
     )
     options.add_argument(
         "--artifacts-dir",
@@ -338,6 +359,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also write the stream-json events to PATH (protocol version 2)",
     )
     run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="stream the running commands' output lines to stderr as they come, each "
+        "prefixed with its call's id",
+    )
+    run.add_argument(
         "--record",
         metavar="PATH",
         help="append the finalized turn to this JSONL transcript (toolbatch.load_session)",
@@ -378,12 +405,14 @@ def _parser() -> argparse.ArgumentParser:
     acp.add_argument(
         "--auto-approve",
         action="store_true",
-        help="run tools that need permission (the shell) without asking the editor",
+        help="run tools that need permission (the shell) without asking the editor: the "
+        "permission mode bypassPermissions (ask rules and hooks' asks still ask it)",
     )
     acp.add_argument(
         "--model",
         choices=MODEL_CHOICES,
         default="scripted",
+        metavar="MODEL",
         help="scripted: each '$ ' line of a prompt is a shell call (default); "
         "openai: an OpenAI-compatible chat API from OPENAI_BASE_URL, OPENAI_API_KEY, "
         "OPENAI_MODEL; openai-responses: the OpenAI Responses API (same variables); "
@@ -397,11 +426,29 @@ def _parser() -> argparse.ArgumentParser:
         help="record each session to DIR/<session id>.jsonl and offer session/load",
     )
     acp.add_argument(
+        "--max-sessions",
+        type=_positive_int,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"sessions held open at once (default {DEFAULT_MAX_SESSIONS}); a new one past N "
+        "releases the least recently used idle session, or is refused when all are busy",
+    )
+    acp.add_argument(
         "--trace-model",
         type=Path,
         metavar="FILE",
         help="append every message the model receives to FILE as JSON lines",
     )
+    tools = sub.add_parser(
+        "tools",
+        parents=[logging_options, runtime_options],
+        help="list the tools a configuration offers: name, source, description",
+        description="List every tool the model would be offered with these flags (the "
+        "built-in shell and the MCP servers' tools, once each server started or failed): "
+        "name, source (built-in or mcp:<server>) and description; then servers that did "
+        "not start, with why.",
+    )
+    tools.add_argument("--json", action="store_true", help="one JSON object instead")
     artifacts = sub.add_parser(
         "artifacts",
         parents=[logging_options],
@@ -411,6 +458,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     action = artifacts.add_subparsers(dest="action", metavar="ACTION", required=True)
     action.add_parser("list", help="each session: files, size, last use, live or not")
+    show = action.add_parser(
+        "show",
+        help="a session's files, a call's complete output, or a file",
+        description="A session id: its files. A call id: the complete output kept for it, "
+        "on stdout as it is. A path: that file.",
+    )
+    show.add_argument("what", metavar="SESSION|CALL|PATH")
     clean = action.add_parser("clean", help="remove sessions that are not live")
     which = clean.add_mutually_exclusive_group()
     which.add_argument(
@@ -461,6 +515,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_acp(args)
         if args.command == "artifacts":
             return _command_artifacts(args, sys.stdout)
+        if args.command == "tools":
+            from toolbatch.cli._inspect import list_tools
+
+            show_tools = functools.partial(
+                list_tools, _scheduler_config(args), sys.stdout, as_json=args.json
+            )
+            anyio.run(show_tools)
+            return EXIT_OK
         if args.command == "demo":
             from toolbatch.cli._demo import run_demo
 
@@ -522,7 +584,7 @@ def _reopen_closed_standard_fds() -> set[int]:
 class _Fanout:
     """Sends each observer event to several observers."""
 
-    def __init__(self, *observers: CallObserver) -> None:
+    def __init__(self, *observers: BatchObserver) -> None:
         self._observers = observers
 
     def call_started(self, call: ToolCall) -> None:
@@ -536,17 +598,6 @@ class _Fanout:
     def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
         for observer in self._observers:
             observer.call_finished(call, response)
-
-
-class _SilentObserver:
-    def call_started(self, call: ToolCall) -> None:
-        del call
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        del call, message
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        del call, response
 
 
 class _TerminalStatus:
@@ -622,8 +673,8 @@ class _SchedulerBackend:
     def default_budget(self) -> int | None:
         return self._default_budget
 
-    def declarations(self) -> Sequence[ToolDeclaration]:
-        return self._scheduler.declarations()
+    async def wait_for_tools(self) -> Sequence[ToolDeclaration]:
+        return await self._scheduler.wait_for_tools()
 
     async def run_batch(
         self,
@@ -632,28 +683,26 @@ class _SchedulerBackend:
         *,
         budget: int | None,
         abort: anyio.Event,
-        observer: CallObserver,
+        observer: BatchObserver,
     ) -> Turn:
         watched = observer if self._status is None else _Fanout(observer, self._status)
         return await self._scheduler.run_batch(calls, abort=abort, observer=watched, budget=budget)
 
 
 def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
-    """The configuration the runtime flags describe (``--budget`` aside: see each command)."""
-    # A bad MCP document is a ConfigError from SchedulerConfig below: a usage error.
-    if args.mcp_config is not None and not Path(args.mcp_config).is_file():
-        raise _UsageError(
-            f"the MCP config {args.mcp_config!r} is not a file; pass the path of an "
-            f'{{"mcpServers": {{...}}}} JSON file'
-        )
-    # No batch_budget here: every batch is run with its own (run_batch(budget=...)).
+    """The configuration the runtime flags describe (``--budget`` is the session's budget)."""
+    # Every settings and MCP source is read once, here; a bad one is a ConfigError: a usage
+    # error.
+    sources = read_config_sources(args)
     return SchedulerConfig(
+        batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS),
         concurrency=args.concurrency,
         call_timeout=args.timeout,
         artifacts_dir=args.artifacts_dir,
-        mcp_servers=args.mcp_config,
+        mcp_servers=sources.mcp,
         mcp_startup_timeout=args.mcp_startup_timeout,
-        settings=list(args.settings) if args.settings else None,
+        settings=sources.settings,
+        permission_mode=args.permission_mode,
         sandbox=args.sandbox,
         workspace_roots=args.workspace,
         network=args.network,
@@ -665,11 +714,15 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     )
 
 
-def _status_for(stream: TextIO) -> _TerminalStatus | None:
+def _is_terminal(stream: TextIO | None) -> bool:
     try:
-        return _TerminalStatus(stream) if stream.isatty() else None
+        return stream is not None and stream.isatty()
     except (AttributeError, ValueError):
-        return None
+        return False
+
+
+def _status_for(stream: TextIO) -> _TerminalStatus | None:
+    return _TerminalStatus(stream) if _is_terminal(stream) else None
 
 
 # -- run ---------------------------------------------------------------------------------
@@ -728,10 +781,12 @@ def _read_batch(source: str) -> BatchRunParams:
 class _RecordingRaw(io.RawIOBase):
     """A descriptor that never raises on write: the first error is kept, the bytes dropped."""
 
-    def __init__(self, fd: int, *, close_fd: bool) -> None:
+    def __init__(self, fd: int, *, close_fd: bool, file: UserFile | None = None) -> None:
         super().__init__()
         self._fd = fd
         self._close_fd = close_fd
+        self._file = file
+        """A file of the user's: checked to still be the one opened before each write."""
         self.failure: OSError | None = None
 
     def writable(self) -> bool:
@@ -744,6 +799,8 @@ class _RecordingRaw(io.RawIOBase):
         size = len(memoryview(data))
         if self.failure is None:
             try:
+                if self._file is not None:
+                    self._file.check()
                 view = memoryview(data)
                 while view:
                     view = view[os.write(self._fd, view) :]
@@ -752,7 +809,9 @@ class _RecordingRaw(io.RawIOBase):
         return size
 
     def close(self) -> None:
-        if not self.closed and self._close_fd:
+        if not self.closed and self._file is not None:
+            self._file.close()
+        elif not self.closed and self._close_fd:
             try:
                 os.close(self._fd)
             except OSError as exc:
@@ -769,9 +828,9 @@ class _Output:
     the fix.
     """
 
-    def __init__(self, fd: int, name: str, *, close_fd: bool) -> None:
+    def __init__(self, fd: int, name: str, *, close_fd: bool, file: UserFile | None = None) -> None:
         self.name = name
-        self._raw = _RecordingRaw(fd, close_fd=close_fd)
+        self._raw = _RecordingRaw(fd, close_fd=close_fd, file=file)
         self.text = io.TextIOWrapper(
             io.BufferedWriter(self._raw),
             encoding="utf-8",
@@ -794,14 +853,15 @@ def _open_dual_output(path: str | None) -> _Output | None:
     if path is None:
         return None
     try:
-        # 0600: the sidecar holds tool output, which may hold secrets.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        # 0600, opened once and never through a symlink (the temp dir is shared): the
+        # sidecar holds tool output, which may hold secrets.
+        file = UserFile.open(path, append=False, truncate=True)
     except OSError as exc:
         raise _UsageError(
             f"cannot write the dual output file {path!r}: {exc.strerror or exc}; pass a "
             f"path in a writable directory"
         ) from None
-    return _Output(fd, f"the dual output file {path!r}", close_fd=True)
+    return _Output(file.fd, f"the dual output file {path!r}", close_fd=True, file=file)
 
 
 def _stdout_output() -> _Output | None:
@@ -830,10 +890,7 @@ def _output_failure_line(output: _Output, exc: OSError) -> str:
 def _command_run(args: argparse.Namespace) -> int:
     batch = _read_batch(args.batch)
     config = _scheduler_config(args)
-    if args.budget is not None:
-        budget = budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
-    else:
-        budget = batch.resolve_budget(DEFAULT_BATCH_BUDGET_CHARS)
+    budget = batch.resolve_budget(config.budget)
     stdout_closed = 1 in _CLOSED_AT_START
     if stdout_closed and args.dual_output is None and args.record is None:
         raise _UsageError(
@@ -897,6 +954,59 @@ async def _run_batch(
         config = dataclasses.replace(config, recorder=JsonlRecorder(args.record))
     abort = anyio.Event()
     interrupted: list[int] = []
+    started = time.perf_counter()
+    async with ToolScheduler(default_registry(), config) as scheduler:
+        # Nothing is written before the session opened (a bad config writes nothing).
+        with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
+            # Init and the calls at once (MCP servers still starting are "pending").
+            servers = scheduler.mcp_servers
+            adapter.init(
+                f"run-{uuid.uuid4()}",
+                [declaration.name for declaration in scheduler.declarations()],
+                mcp_servers=None if servers is None else servers.statuses(),
+            )
+            for call in calls:
+                adapter.tool_use(call)
+            turn = await _run_watched(
+                args, scheduler, calls, budget, abort, interrupted, adapter, failures
+            )
+            # The model-facing results: the finalized turn, once it is complete.
+            for call, response in zip(calls, turn.responses, strict=True):
+                adapter.tool_result(call, response)
+            stopped_by = ", ".join(
+                dict.fromkeys(signal.Signals(signum).name for signum in interrupted)
+            )
+            adapter.result(
+                num_turns=1,
+                is_error=bool(interrupted),
+                error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
+                if interrupted
+                else None,
+                # Programs (json, stream-json, the sidecar) get the parts; people the text.
+                result=dumps_json_line(batch_result(turn)["parts"]),
+                text=render_turn_text(turn, budget=budget)
+                if args.output_format == "text"
+                else None,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                budget_chars=budget,
+                budget_used_chars=turn.content_length,
+                stop_reason=turn.stop_reason,
+            )
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+async def _run_watched(
+    args: argparse.Namespace,
+    scheduler: ToolScheduler,
+    calls: Sequence[ToolCall],
+    budget: int | None,
+    abort: anyio.Event,
+    interrupted: list[int],
+    adapter: OutputAdapter,
+    failures: list[str],
+) -> Turn:
+    """Run the batch with live progress (``toolbatch.cli._progress``); SIGINT and SIGTERM
+    abort it."""
 
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -905,50 +1015,26 @@ async def _run_batch(
                 interrupted.append(signum)
                 abort.set()
 
-    async with ToolScheduler(default_registry(), config) as scheduler:
-        backend = _SchedulerBackend(
-            scheduler, default_budget=budget, status=_status_for(sys.stderr)
-        )
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch_signals)
-            try:
-                turn = await backend.run_batch(
-                    calls, budget=budget, abort=abort, observer=_SilentObserver()
-                )
-            except RecorderError as exc:
-                if not isinstance(exc.turn, Turn):
-                    raise
-                # The calls ran: their results are still shown, the failure reported after.
-                turn = exc.turn
-                failures.append(f"toolbatch run: --record failed: {exc}")
-            tg.cancel_scope.cancel()
-        names = [declaration.name for declaration in backend.declarations()]
-    used = turn.content_length
-    # Programs (json, stream-json and the sidecar) get the parts; people the rendering.
-    parts = dumps_json_line(batch_result(turn)["parts"])
-    shown = render_turn_text(turn, budget=budget) if args.output_format == "text" else None
-    stopped_by = ", ".join(dict.fromkeys(signal.Signals(signum).name for signum in interrupted))
-    with make_output_adapter(args.output_format, stdout, dual_output=sidecar) as adapter:
-        adapter.init(f"run-{uuid.uuid4()}", names)
-        for call in calls:
-            adapter.tool_use(call)
-        for call, response in zip(calls, turn.responses, strict=True):
-            adapter.tool_result(call, response)
-        adapter.result(
-            num_turns=1,
-            is_error=bool(interrupted),
-            error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
-            if interrupted
-            else None,
-            result=parts,
-            text=shown,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            budget_chars=budget,
-            budget_used_chars=used,
-            stop_reason=turn.stop_reason,
-        )
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    progress = RunProgress(
+        events=adapter if args.output_format == "stream-json" else None,
+        status=sys.stderr if _is_terminal(sys.stderr) else None,
+        verbose=sys.stderr if args.verbose else None,
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_signals)
+        tg.start_soon(progress.tick)
+        try:
+            turn = await scheduler.run_batch(calls, budget=budget, abort=abort, observer=progress)
+        except RecorderError as exc:
+            if not isinstance(exc.turn, Turn):
+                raise
+            # The calls ran: their results are still shown, the failure reported after.
+            turn = exc.turn
+            failures.append(f"toolbatch run: --record failed: {exc}")
+        finally:
+            progress.close()
+        tg.cancel_scope.cancel()
+    return turn
 
 
 def _plural(count: int, word: str) -> str:
@@ -1008,8 +1094,7 @@ def _render_part(part: object) -> list[str]:
 
 def _command_serve(args: argparse.Namespace) -> int:
     config = _scheduler_config(args)
-    budget = budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
-    anyio.run(_serve, config, budget)
+    anyio.run(_serve, config, config.budget)
     return EXIT_OK
 
 
@@ -1025,11 +1110,14 @@ async def _serve(config: SchedulerConfig, budget: int | None) -> None:
 
 
 def _acp_options(args: argparse.Namespace) -> AcpOptions:
-    config = _scheduler_config(args)
-    if args.budget is not None:
-        config = dataclasses.replace(
-            config, batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS)
+    from toolbatch.acp import AcpOptions
+
+    if args.auto_approve and args.permission_mode not in (None, "bypassPermissions"):
+        raise _UsageError(
+            f"--auto-approve is the permission mode bypassPermissions; it cannot go with "
+            f"--permission-mode {args.permission_mode}: pass one of them"
         )
+    config = _scheduler_config(args)
     return AcpOptions(
         config=config,
         auto_approve=args.auto_approve,
@@ -1037,11 +1125,15 @@ def _acp_options(args: argparse.Namespace) -> AcpOptions:
         model=args.model,
         transcript_dir=args.transcript_dir,
         trace_model=args.trace_model,
+        max_sessions=args.max_sessions,
     )
 
 
 def _command_acp(args: argparse.Namespace) -> int:
+    from toolbatch.acp import check_model_settings, serve_acp
+
     options = _acp_options(args)
+
     check_model_settings(options.model)  # a missing variable fails before the editor connects
     anyio.run(serve_acp, options)
     return EXIT_OK
@@ -1067,6 +1159,11 @@ def _human_age(seconds: float) -> str:
 
 
 def _command_artifacts(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action == "show":
+        from toolbatch.cli._inspect import show_artifact, stdout_bytes
+
+        show_artifact(args.what, out, stdout_bytes() if out is sys.stdout else None)
+        return EXIT_OK
     where = sessions_dir(create=False)
     if args.action == "list":
         sessions = list_sessions()

@@ -49,7 +49,7 @@ from toolbatch._core import (
     replace_finalized,
     replace_output,
 )
-from toolbatch.artifacts import ArtifactStore
+from toolbatch.artifacts import DEFAULT_PERSIST_TIMEOUT_S, ArtifactStore
 from toolbatch.errors import ConfigError
 from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._budget import effective_budget
@@ -87,8 +87,6 @@ __all__ = [
 log = structlog.get_logger("toolbatch.finalize")
 
 DEFAULT_PERSIST_CONCURRENCY: Final = 8
-DEFAULT_PERSIST_TIMEOUT_S: Final = 30.0
-"""How long one pass may spend persisting; past it, the pass goes on without those files."""
 PERSISTED_SLOT_SEPARATOR: Final = "\n\n"
 """A persisted response is its budgeted slot texts joined with this."""
 _THREAD_DECODE_CHARS: Final = 1 * 2**20

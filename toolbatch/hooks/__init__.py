@@ -6,6 +6,12 @@ files (hooks, permissions, MCP servers). Details: ``toolbatch/hooks/README.md``.
 """
 
 from toolbatch.hooks._bounds import DEFAULT_HOOK_INPUT_CHARS, bound_object, hook_input_chars
+from toolbatch.hooks._claude_names import (
+    CLAUDE_CODE_ONLY_TOOLS,
+    claude_tool_input,
+    claude_tool_name,
+    tool_args_from_claude,
+)
 from toolbatch.hooks._command import (
     BLOCK_EXIT_CODE,
     DEFAULT_HOOK_TIMEOUT_S,
@@ -42,6 +48,7 @@ from toolbatch.hooks._runner import (
 from toolbatch.hooks._settings import (
     SETTINGS_HOOK_TIMEOUT_S,
     Settings,
+    SettingsDocument,
     SettingsSource,
     load_settings,
 )
@@ -58,6 +65,7 @@ from toolbatch.hooks._tool_hooks import (
 
 __all__ = [
     "BLOCK_EXIT_CODE",
+    "CLAUDE_CODE_ONLY_TOOLS",
     "DEFAULT_HOOK_INPUT_CHARS",
     "DEFAULT_HOOK_TIMEOUT_S",
     "DEFAULT_MAX_HOOK_OUTPUT_BYTES",
@@ -82,6 +90,7 @@ __all__ = [
     "PreToolUseInput",
     "PreToolUseOutcome",
     "Settings",
+    "SettingsDocument",
     "SettingsSource",
     "ToolHookFunction",
     "ToolHookInput",
@@ -89,6 +98,8 @@ __all__ = [
     "apply_hook_output",
     "bound_object",
     "build_hook_input",
+    "claude_tool_input",
+    "claude_tool_name",
     "hook_input_chars",
     "load_settings",
     "note",
@@ -96,5 +107,6 @@ __all__ = [
     "run_post_tool_batch_hooks",
     "run_post_tool_use_hooks",
     "run_pre_tool_use_hooks",
+    "tool_args_from_claude",
     "truncate_middle",
 ]

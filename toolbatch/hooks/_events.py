@@ -2,17 +2,20 @@
 
 Inputs carry Claude Code's field names (code.claude.com/docs/en/hooks, "Common input
 fields", "PreToolUse input", "PostToolUse input", "PostToolUseFailure input"):
-``session_id``, ``cwd``, ``permission_mode``, ``hook_event_name``, ``tool_name``,
-``tool_input``, ``tool_use_id``; PostToolUse adds ``tool_response`` and ``duration_ms``;
-PostToolUseFailure adds ``error``, ``is_interrupt`` and ``duration_ms``.
+``session_id``, ``transcript_path`` (the recording's path, ``None`` when the session is not
+recorded), ``cwd``, ``permission_mode``, ``hook_event_name``, ``tool_name``, ``tool_input``,
+``tool_use_id``; PostToolUse adds ``tool_response`` and ``duration_ms``; PostToolUseFailure
+adds ``error``, ``is_interrupt`` and ``duration_ms``.
 
-``tool_name`` is toolbatch's name (``run_shell_command``, ``mcp__<server>__<tool>``);
-matchers and ``if`` rules written for ``Bash`` match the shell too. ``tool_response`` is the
-call's function response body as the model receives it from the producer
-(``{"output": ...}``, plus ``"error"`` for a failure); for the shell it also has Claude
-Code's Bash keys (``stdout``: the output, stdout and stderr interleaved as the terminal
-showed them; ``stderr``: ``""``; ``interrupted``; ``isImage``), so a script reading
-``.tool_response.stdout`` works unchanged.
+``tool_name`` and ``tool_input`` are Claude Code's (see ``_claude_names``): the shell is
+``Bash`` with ``command``, ``description`` and ``timeout`` in milliseconds; MCP tools are
+``mcp__<server>__<tool>``. For the shell, ``tool_response`` is Claude Code's Bash output
+object: ``stdout`` (the command's output without toolbatch's exit line; stdout and stderr
+share one pipe, so both are here, interleaved as a terminal shows them), ``stderr`` (``""``
+for that reason), ``interrupted`` and ``isImage``. A command that exits non-zero fires
+PostToolUseFailure with ``error`` = ``Exit code N`` and the output, as Claude Code does.
+Other tools' ``tool_response`` is the function response body the model receives
+(``{"output": ...}``).
 
 Answers are read from Claude Code's JSON (a command hook's stdout, or the dict a Python hook
 returns) into one :class:`ToolHookOutput`, or returned as that model directly.
@@ -51,6 +54,7 @@ class _ToolEventInput(BaseModel):
     model_config = _INPUT_CONFIG
 
     session_id: str | None = None
+    transcript_path: str | None = None
     cwd: str = ""
     permission_mode: str = "default"
     tool_name: str

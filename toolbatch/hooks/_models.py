@@ -54,7 +54,9 @@ class PostToolBatchInput(BaseModel):
 
     hook_event_name: Literal["PostToolBatch"] = "PostToolBatch"
     session_id: str | None = None
+    transcript_path: str | None = None
     cwd: str = ""
+    permission_mode: str = "default"
     tool_calls: list[HookToolCall]
 
 

@@ -21,6 +21,7 @@ from pydantic import JsonValue, ValidationError
 
 from toolbatch._core import InlineDataPart, Part, ToolCallResponse, parts_adapter
 from toolbatch.hooks._bounds import DEFAULT_HOOK_INPUT_CHARS, bound_json_each
+from toolbatch.hooks._claude_names import claude_tool_input, claude_tool_name
 from toolbatch.hooks._command import CommandHook, HookFailed
 from toolbatch.hooks._models import (
     HookToolCall,
@@ -66,17 +67,23 @@ def build_hook_input(
     session_id: str | None = None,
     cwd: str | None = None,
     input_chars: int = DEFAULT_HOOK_INPUT_CHARS,
+    transcript_path: str | None = None,
+    permission_mode: str = "default",
 ) -> PostToolBatchInput:
     """The hook's view of the batch: each call with its bounded, model-facing response.
 
-    ``tool_input`` is the call's arguments (``{}`` for a malformed call), all of them
-    bounded together to ``input_chars`` (small ones whole, long strings cut with a marker);
-    the response is its parts as the model will receive them (within the batch budget;
-    inline binary replaced by a placeholder). ``persisted_output_files`` and the unbounded
+    ``tool_name`` and ``tool_input`` are Claude Code's (the shell is ``Bash``, its
+    ``timeout`` in milliseconds; ``{}`` for a malformed call), all the arguments bounded
+    together to ``input_chars`` (small ones whole, long strings cut with a marker); the
+    response is its parts as the model will receive them (within the batch budget; inline
+    binary replaced by a placeholder). ``persisted_output_files`` and the unbounded
     ``display`` are never included.
     """
     arguments: list[JsonValue] = [
-        dict(response.call_args) if response.call_args is not None else {} for response in responses
+        claude_tool_input(response.name, response.call_args)
+        if response.call_args is not None
+        else {}
+        for response in responses
     ]
     wholes = [
         f"call {response.call_id!r} as the model sent it, not saved" for response in responses
@@ -86,7 +93,7 @@ def build_hook_input(
     for response, args in zip(responses, bounded, strict=True):
         tool_calls.append(
             HookToolCall.model_construct(
-                tool_name=response.name,
+                tool_name=claude_tool_name(response.name),
                 tool_input=args if isinstance(args, dict) else {"truncated": args},
                 tool_use_id=response.call_id,
                 status=response.status,
@@ -101,7 +108,9 @@ def build_hook_input(
     return PostToolBatchInput.model_construct(
         hook_event_name="PostToolBatch",
         session_id=session_id,
+        transcript_path=transcript_path,
         cwd=cwd if cwd is not None else os.getcwd(),
+        permission_mode=permission_mode,
         tool_calls=tool_calls,
     )
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,14 +36,23 @@ from typing import Any, Final, get_args
 
 import structlog
 
+from toolbatch._core import JsonTooDeep, check_json_depth
 from toolbatch.errors import ConfigError
+from toolbatch.hooks._claude_names import CLAUDE_CODE_ONLY_TOOLS, unreachable_matcher_names
 from toolbatch.hooks._command import CommandHook
-from toolbatch.hooks._tool_hooks import HOOK_EVENTS, EventHook
-from toolbatch.permissions import PermissionMode, PermissionRule, Permissions
+from toolbatch.hooks._tool_hooks import HOOK_EVENTS, LITERAL_MATCHER, EventHook
+from toolbatch.permissions import (
+    BASH_TOOL_ALIAS,
+    SHELL_TOOL,
+    PermissionMode,
+    PermissionRule,
+    Permissions,
+)
 
 __all__ = [
     "SETTINGS_HOOK_TIMEOUT_S",
     "Settings",
+    "SettingsDocument",
     "SettingsSource",
     "load_settings",
 ]
@@ -52,8 +62,23 @@ log = structlog.get_logger("toolbatch.hooks")
 SETTINGS_HOOK_TIMEOUT_S: Final = 600.0
 """A settings command hook's timeout when it sets none (Claude Code's default)."""
 
-SettingsSource = Mapping[str, Any] | str | os.PathLike[str]
-"""One settings document: a dict, or the path of a JSON file."""
+
+@dataclass(frozen=True, slots=True)
+class SettingsDocument:
+    """A settings dict with a name for messages (``--allowedTools``, ``~/.claude.json``).
+
+    Attributes:
+        document: the settings, in the shape of a settings file.
+        name: where they came from, as messages should name it.
+    """
+
+    document: Mapping[str, Any]
+    name: str
+
+
+SettingsSource = Mapping[str, Any] | SettingsDocument | str | os.PathLike[str]
+"""One settings document: a dict (named or not), the path of a JSON file, or the JSON
+itself (a string starting with ``{``)."""
 
 _HANDLER_KEYS: Final = frozenset(
     {
@@ -107,8 +132,11 @@ class Settings:
         return {"mcpServers": dict(self.mcp_servers)} if self.mcp_servers else None
 
 
-def load_settings(sources: SettingsSource | Sequence[SettingsSource] | None) -> Settings:
-    """Read and merge settings documents (later ones win where values conflict).
+def load_settings(
+    sources: SettingsSource | Sequence[SettingsSource] | Settings | None,
+) -> Settings:
+    """Read and merge settings documents (later ones win where values conflict); a
+    ``Settings`` already read is returned as it is.
 
     Raises:
         ConfigError: a file cannot be read or is not a JSON object, or a value is of the
@@ -117,7 +145,9 @@ def load_settings(sources: SettingsSource | Sequence[SettingsSource] | None) -> 
     """
     if sources is None:
         return Settings()
-    if isinstance(sources, Mapping | str | os.PathLike):
+    if isinstance(sources, Settings):
+        return sources  # already read (the command line reads each source once)
+    if isinstance(sources, Mapping | SettingsDocument | str | os.PathLike):
         listed: list[SettingsSource] = [sources]
     elif isinstance(sources, Sequence) and not isinstance(sources, bytes):
         listed = list(sources)
@@ -169,6 +199,12 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
     """The document, a name for messages, and the directory of its file (if any)."""
     if isinstance(source, Mapping):
         return source, f"settings[{index}] (a dict)", None
+    if isinstance(source, SettingsDocument):
+        if not isinstance(source.document, Mapping):
+            raise ConfigError(
+                f"the settings {source.name} must be an object, got {source.document!r:.80}"
+            )
+        return source.document, source.name, None
     if not isinstance(source, str | os.PathLike):
         raise ConfigError(
             f"settings[{index}] must be a path or a dict, got {type(source).__name__}"
@@ -177,7 +213,10 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
     if isinstance(text_source, str) and text_source.lstrip().startswith("{"):
         # Claude Code's --settings also takes the JSON itself.
         try:
+            check_json_depth(text_source)
             document = json.loads(text_source)
+        except JsonTooDeep as exc:
+            raise ConfigError(f"settings[{index}] (inline JSON) is refused: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"settings[{index}] looks like inline JSON but is not valid: {exc.msg} at "
@@ -201,7 +240,10 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
                 f"at offset {exc.start:,}); save it as UTF-8 JSON"
             ) from None
         try:
+            check_json_depth(text)
             document = json.loads(text)
+        except JsonTooDeep as exc:
+            raise ConfigError(f"the settings file {name!r} is refused: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"the settings file {name!r} is not valid JSON: {exc.msg} at line "
@@ -258,6 +300,8 @@ def _group(event: str, group: Any, where: str, base: str | None) -> list[EventHo
     if event == "PostToolBatch" and matcher not in (None, "", "*"):
         log.info("settings.matcher_ignored", where=where, hint="PostToolBatch has no matcher")
         matcher = None
+    elif matcher is not None:
+        _warn_unreachable(matcher, where)
     handlers = group.get("hooks")
     if not isinstance(handlers, Sequence) or isinstance(handlers, str):
         raise ConfigError(f"{where}: 'hooks' must be a list of handlers, got {handlers!r:.80}")
@@ -267,6 +311,38 @@ def _group(event: str, group: Any, where: str, base: str | None) -> list[EventHo
         if hook is not None:
             built.append(hook)
     return built
+
+
+def _warn_unreachable(matcher: str, where: str) -> None:
+    """Warn about a matcher naming tools toolbatch never runs (its hooks would never run)."""
+    if LITERAL_MATCHER.match(matcher):
+        names = [name.strip() for name in re.split(r"[|,]", matcher) if name.strip()]
+        dead = unreachable_matcher_names(names)
+        if not dead:
+            return
+        never = len(dead) == len(names)
+    else:
+        try:
+            pattern = re.compile(matcher)
+        except re.error:
+            return  # EventHook reports it, naming the fix
+        if pattern.search(BASH_TOOL_ALIAS) or pattern.search(SHELL_TOOL) or "mcp" in matcher:
+            return
+        dead = sorted(name for name in CLAUDE_CODE_ONLY_TOOLS if pattern.search(name))
+        if not dead:
+            return
+        never = True
+    log.warning(
+        "settings.matcher_unreachable",
+        where=where,
+        matcher=matcher,
+        names=dead,
+        hint=(
+            "toolbatch runs Bash (its shell), mcp__<server>__<tool> and your Python tools; "
+            + ("this hook never runs" if never else "these names never match")
+            + " (a bare mcp__<server> matches no tool: write mcp__<server>__.*)"
+        ),
+    )
 
 
 def _handler(
@@ -364,11 +440,11 @@ def _permissions(
                 f"permissions.defaultMode in {name} must be one of "
                 f"{', '.join(get_args(PermissionMode))}, got {value!r}"
             )
-        if value in ("acceptEdits", "plan", "auto"):
+        if value in ("plan", "auto"):
             log.info(
-                "settings.mode_has_no_effect",
+                "settings.mode_asks_as_default",
                 mode=value,
-                hint="it concerns Claude Code's own edit tools and classifier",
+                hint="toolbatch has no edit tools of its own and no classifier",
             )
         mode = value
     return mode

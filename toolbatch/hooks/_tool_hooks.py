@@ -58,7 +58,7 @@ __all__ = [
 log = structlog.get_logger("toolbatch.hooks")
 
 HOOK_EVENTS: Final = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PostToolBatch")
-_LITERAL_MATCHER: Final = re.compile(r"^[A-Za-z0-9_\- ,|]*$")
+LITERAL_MATCHER: Final = re.compile(r"^[A-Za-z0-9_\- ,|]*$")
 
 ToolHookFunction = Callable[[ToolHookInput], Any]
 """A Python per-call hook: sync or async, returning ``ToolHookOutput``, a dict in Claude
@@ -153,7 +153,7 @@ def _compile_matcher(matcher: str | None, source: str) -> re.Pattern[str] | froz
         return None
     if not isinstance(matcher, str):
         raise ConfigError(f"a hook matcher must be a string, got {matcher!r} (in {source})")
-    if _LITERAL_MATCHER.match(matcher):
+    if LITERAL_MATCHER.match(matcher):
         names = {name.strip() for name in re.split(r"[|,]", matcher) if name.strip()}
         return frozenset(names)
     try:
@@ -319,9 +319,15 @@ async def run_pre_tool_use_hooks(
     data: PreToolUseInput,
     *,
     default_timeout_s: float,
+    call_name: str | None = None,
 ) -> PreToolUseOutcome | None:
-    """Run the PreToolUse hooks that match ``data`` and merge them (``None``: none ran)."""
-    chosen = _select(hooks, "PreToolUse", data.tool_name, data.tool_input)
+    """Run the PreToolUse hooks that match ``data`` and merge them (``None``: none ran).
+
+    ``call_name`` is the tool's own name (``run_shell_command`` where ``data`` says
+    ``Bash``), used to match and in the notes told to the model; default ``data.tool_name``.
+    """
+    tool = call_name or data.tool_name
+    chosen = _select(hooks, "PreToolUse", tool, data.tool_input)
     if not chosen:
         return None
     answers = await _run_all(chosen, data, default_timeout_s)
@@ -348,7 +354,7 @@ async def run_pre_tool_use_hooks(
             outcome.updated_input = output.updated_input
         if output.additional_context and output.permission_decision != "defer":
             outcome.notes.append(
-                note("PreToolUse", data.tool_use_id, data.tool_name, output.additional_context)
+                note("PreToolUse", data.tool_use_id, tool, output.additional_context)
             )
         if output.stop:
             outcome.stop_reason = output.stop_reason or f"stopped by hook {answer.hook.label!r}"
@@ -390,10 +396,13 @@ async def run_post_tool_use_hooks(
     data: PostToolUseInput | PostToolUseFailureInput,
     *,
     default_timeout_s: float,
+    call_name: str | None = None,
 ) -> PostToolUseOutcome | None:
-    """Run the matching PostToolUse (or PostToolUseFailure) hooks (``None``: none ran)."""
+    """Run the matching PostToolUse (or PostToolUseFailure) hooks (``None``: none ran);
+    ``call_name`` as for :func:`run_pre_tool_use_hooks`."""
     event = data.hook_event_name
-    chosen = _select(hooks, event, data.tool_name, data.tool_input)
+    tool = call_name or data.tool_name
+    chosen = _select(hooks, event, tool, data.tool_input)
     if not chosen:
         return None
     answers = await _run_all(chosen, data, default_timeout_s)
@@ -404,7 +413,7 @@ async def run_post_tool_use_hooks(
             continue
         for text in (output.block_reason, output.additional_context):
             if text:
-                outcome.notes.append(note(event, data.tool_use_id, data.tool_name, text))
+                outcome.notes.append(note(event, data.tool_use_id, tool, text))
         if output.stop:
             outcome.stop_reason = output.stop_reason or f"stopped by hook {answer.hook.label!r}"
     return outcome

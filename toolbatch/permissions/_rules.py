@@ -10,9 +10,18 @@ permissions and settings):
   ``:*``) requires a word boundary (``Bash(ls *)`` matches ``ls -la`` and ``ls``, not
   ``lsof``). ``run_shell_command(...)`` is the same rule under toolbatch's own name: ``Bash``
   *is* ``run_shell_command`` here.
-* A compound command (``&& || ; | |& &``, newlines, ``$()``) is matched per subcommand, after
-  wrappers are stripped (see ``_bash``): a deny or ask rule matches when it matches any
-  subcommand; allow rules must cover every subcommand (each may be covered by another rule).
+* ``Bash(...)`` rules are decided on the command's tree-sitter-bash parse tree (``_bash``): a
+  deny or ask rule matches any simple command anywhere in it (after wrappers, by basename,
+  inside ``bash -c`` strings); a command that cannot be analysed is denied when a deny rule
+  for Bash is in force (asked when an ask rule is). An allow rule approves only a plain
+  sequence of simple commands of literal words, each covered by an allow rule (each may be
+  covered by another); anything else is left to ask.
+* Modes (``defaultMode``, ``--permission-mode``), as Claude Code's: ``default`` (alias
+  ``manual``) asks what no rule allows; ``acceptEdits`` also approves plain file-system
+  commands (``ACCEPT_EDITS_COMMANDS``) on relative paths inside the working directory;
+  ``plan`` and ``auto`` ask as ``default`` does (toolbatch has no edit tools and no
+  classifier); ``dontAsk`` refuses whatever would ask; ``bypassPermissions`` asks nothing
+  but explicit asks (an ask rule, a hook's ``ask``). Deny rules hold in every mode.
 * ``mcp__srv`` is every tool of server ``srv`` (as ``mcp__srv__*``); ``mcp__srv__tool`` one
   tool; ``mcp__srv__get_*`` a glob. Tool-name globs in deny and ask match the full name
   (``*``, ``mcp__*``); allow rules accept a glob only after a literal ``mcp__<server>__``
@@ -35,11 +44,18 @@ from typing import Any, Final, Literal, TypeAlias
 import structlog
 
 from toolbatch.errors import ConfigError
-from toolbatch.permissions._bash import split_command
+from toolbatch.permissions._bash import (
+    SAFE_ENV_ASSIGNMENTS,
+    CommandAnalysis,
+    SimpleCommand,
+    analyze_command,
+)
 
 __all__ = [
+    "ACCEPT_EDITS_COMMANDS",
     "BASH_TOOL_ALIAS",
     "NO_RULE",
+    "PERMISSION_MODES",
     "SHELL_TOOL",
     "PermissionBehavior",
     "PermissionDecision",
@@ -55,6 +71,12 @@ PermissionBehavior: TypeAlias = Literal["allow", "ask", "deny"]
 PermissionMode: TypeAlias = Literal[
     "default", "manual", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"
 ]
+PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+"""The modes ``--permission-mode`` takes (settings also accept ``manual``, an alias of
+``default``, and ``auto``, which asks as ``default`` here)."""
+ACCEPT_EDITS_COMMANDS: Final = frozenset({"mkdir", "touch", "rm", "rmdir", "mv", "cp"})
+"""What ``acceptEdits`` approves without asking, on paths inside the working directory
+(Claude Code's list, less ``sed``: its ``e`` and ``w`` commands run and write anything)."""
 SHELL_TOOL: Final = "run_shell_command"
 BASH_TOOL_ALIAS: Final = "Bash"
 """Claude Code's name of the shell tool; matchers and rules written for it apply to
@@ -167,8 +189,17 @@ class PermissionRule:
         """Whether the rule names this tool (ignoring any specifier)."""
         return self.usable and any(self.tool_pattern.fullmatch(name) for name in names)
 
-    def matches_call(self, names: tuple[str, ...], args: Mapping[str, Any]) -> bool:
-        """Whether a deny or ask rule matches the call (any subcommand, for Bash)."""
+    def matches_call(
+        self,
+        names: tuple[str, ...],
+        args: Mapping[str, Any],
+        analysis: CommandAnalysis | None = None,
+    ) -> bool:
+        """Whether a deny or ask rule matches the call (any simple command, for Bash).
+
+        A Bash command that cannot be analysed matches every command rule: whether a
+        command hides in it cannot be told (deny and ask then hold, a hook's ``if`` runs).
+        """
         if not self.matches_tool(names):
             return False
         if self.specifier is None:
@@ -188,9 +219,18 @@ class PermissionRule:
                 return True
             if not isinstance(command, str):
                 return False
-            return any(pattern.fullmatch(sub.text) for sub in split_command(command))
+            if analysis is None:
+                analysis = analyze_command(command)
+            if not analysis.analysable:
+                return True
+            return any(pattern.fullmatch(text) for text in analysis.candidates)
         parameter = _PARAMETER.match(self.specifier)
         return parameter is not None and _parameter_matches(parameter, args)
+
+    @property
+    def matches_commands(self) -> bool:
+        """Whether this is a Bash rule with a command pattern (``Bash(rm:*)``)."""
+        return self.usable and self.tool == BASH_TOOL_ALIAS and self.command_pattern is not None
 
     def covers(self, text: str) -> bool:
         """Whether an allow rule for Bash covers one subcommand."""
@@ -217,12 +257,17 @@ class PermissionDecision:
     """What the rules say about one call.
 
     Attributes:
-        behavior: ``allow``, ``ask`` or ``deny``; ``None`` when no rule matched.
-        rule: the rule that decided (for an allow of a compound command: the first rule).
+        behavior: ``allow``, ``ask`` or ``deny``; ``None`` when no rule decided.
+        rule: the rule that decided (for an allow of a compound command: the first rule;
+            ``None`` for an approval by the mode).
+        reason: why, when the rule alone does not say it: the command could not be
+            analysed (deny, ask), the mode approved it (allow), or why no allow rule
+            covers it (``None`` behavior).
     """
 
     behavior: PermissionBehavior | None
     rule: PermissionRule | None = None
+    reason: str | None = None
 
 
 NO_RULE: Final = PermissionDecision(None)
@@ -234,10 +279,8 @@ class Permissions:
 
     Attributes:
         deny / ask / allow: the rules of each list, in settings order.
-        mode: ``defaultMode``: ``bypassPermissions`` answers every ask with allow (denies
-            still hold), ``dontAsk`` answers it with deny; the others ask as usual
-            (``acceptEdits``, ``plan`` and ``auto`` concern Claude Code's own edit tools
-            and classifier, which toolbatch does not have).
+        mode: ``defaultMode`` (or ``--permission-mode``); ``manual`` is stored as
+            ``default``. See the module docstring.
     """
 
     deny: tuple[PermissionRule, ...] = ()
@@ -245,22 +288,47 @@ class Permissions:
     allow: tuple[PermissionRule, ...] = ()
     mode: PermissionMode = "default"
 
+    def __post_init__(self) -> None:
+        if self.mode == "manual":
+            object.__setattr__(self, "mode", "default")
+
+    @property
+    def restricts(self) -> bool:
+        """Whether any usable rule is configured: then what no allow rule covers is asked,
+        and refused when nobody can be asked."""
+        return any(rule.usable for rule in (*self.deny, *self.ask, *self.allow))
+
     @property
     def empty(self) -> bool:
-        """No rule and the default mode: every call goes the usual way."""
-        return not (self.deny or self.ask or self.allow) and self.mode in ("default", "manual")
+        """No usable rule, and a mode that asks as usual: every call goes the usual way."""
+        return not self.restricts and self.mode in ("default", "plan", "auto")
+
+    def with_mode(self, mode: PermissionMode) -> Permissions:
+        """The same rules under another mode (``--permission-mode`` over ``defaultMode``)."""
+        return Permissions(self.deny, self.ask, self.allow, mode)
 
     def decide(self, tool: str, args: Mapping[str, Any]) -> PermissionDecision:
-        """The first matching rule, deny before ask before allow."""
+        """The first matching rule, deny before ask before allow (then the mode's own
+        approvals); ``reason`` says what an allow rule would have needed."""
         names = claude_tool_names(tool)
-        for rule in self.deny:
-            if rule.matches_call(names, args):
-                return PermissionDecision("deny", rule)
-        for rule in self.ask:
-            if rule.matches_call(names, args):
-                return PermissionDecision("ask", rule)
-        allowed = self._allowed(names, args)
-        return PermissionDecision("allow", allowed) if allowed is not None else NO_RULE
+        analysis: CommandAnalysis | None = None
+        command = args.get("command") if BASH_TOOL_ALIAS in names else None
+        if isinstance(command, str) and (
+            self.mode == "acceptEdits"
+            or any(rule.matches_commands for rule in (*self.deny, *self.ask, *self.allow))
+        ):
+            analysis = analyze_command(command)
+        for behavior, rules in (("deny", self.deny), ("ask", self.ask)):
+            for rule in rules:
+                if rule.matches_call(names, args, analysis):
+                    reason = None
+                    if rule.matches_commands and analysis is not None and not analysis.analysable:
+                        reason = (
+                            f"the command cannot be analysed ({'; '.join(analysis.unanalysable)}), "
+                            f"so whether it runs what the rule names cannot be told"
+                        )
+                    return PermissionDecision(behavior, rule, reason)  # type: ignore[arg-type]
+        return self._allowed(tool, names, args, analysis)
 
     def hidden(self, tool: str) -> PermissionRule | None:
         """A bare-name deny rule removes the tool from the model's view (``Bash``,
@@ -271,27 +339,80 @@ class Permissions:
                 return rule
         return None
 
-    def _allowed(self, names: tuple[str, ...], args: Mapping[str, Any]) -> PermissionRule | None:
+    def allow_summary(self) -> str:
+        """The allow rules, for a refusal: ``the allow rules are 'Bash(ls:*)' (in s.json)``."""
+        usable = [rule for rule in self.allow if rule.usable]
+        if not usable:
+            sources = sorted({r.source for r in (*self.deny, *self.ask) if r.usable})
+            return f"no allow rule is configured (rules from {', '.join(sources)})"
+        by_source: dict[str, list[str]] = {}
+        for rule in usable:
+            by_source.setdefault(rule.source, []).append(repr(rule.text))
+        listed = "; ".join(
+            f"{', '.join(texts)} (in {source})" for source, texts in by_source.items()
+        )
+        return f"the allow rules are {listed}"
+
+    def _allowed(
+        self,
+        tool: str,
+        names: tuple[str, ...],
+        args: Mapping[str, Any],
+        analysis: CommandAnalysis | None,
+    ) -> PermissionDecision:
         rules = [rule for rule in self.allow if rule.matches_tool(names)]
-        if not rules:
-            return None
         for rule in rules:
             if rule.specifier is None:
-                return rule
+                return PermissionDecision("allow", rule)
         if BASH_TOOL_ALIAS not in names:
-            return None
+            return PermissionDecision(None, reason=f"no allow rule names {tool!r}")
         command = args.get("command")
         if not isinstance(command, str):
-            return None
-        subcommands = split_command(command)
-        if not subcommands:
-            return None
+            return PermissionDecision(None, reason="the call has no command")
+        if analysis is None:
+            analysis = analyze_command(command)
+        if analysis.not_plain is not None:
+            return PermissionDecision(
+                None,
+                reason=f"the command is not a plain sequence of simple commands of literal "
+                f"words ({analysis.not_plain}), and allow rules approve nothing else",
+            )
         first: PermissionRule | None = None
-        for sub in subcommands:
+        uncovered = None
+        for sub in analysis.plain:
             if not sub.safe_for_allow:
-                return None  # an allow rule does not look past an unknown assignment
+                unsafe = [n for n in sub.assignments if n not in SAFE_ENV_ASSIGNMENTS]
+                uncovered = f"allow rules do not look past the assignment {unsafe[0]}="
+                break
             covering = next((rule for rule in rules if rule.covers(sub.text)), None)
             if covering is None:
-                return None
+                uncovered = f"no allow rule covers {sub.text!r}"
+                break
             first = first or covering
-        return first
+        if uncovered is None and first is not None:
+            return PermissionDecision("allow", first)
+        if self.mode == "acceptEdits" and all(_edits_in_place(sub) for sub in analysis.plain):
+            return PermissionDecision(
+                "allow",
+                reason="the mode acceptEdits approves file-system commands inside the "
+                "working directory",
+            )
+        return PermissionDecision(None, reason=uncovered)
+
+
+def _edits_in_place(sub: SimpleCommand) -> bool:
+    """A plain file-system command (``ACCEPT_EDITS_COMMANDS``) on relative paths that stay
+    inside the working directory."""
+    if not sub.words or sub.words[0] not in ACCEPT_EDITS_COMMANDS or not sub.safe_for_allow:
+        return False
+    paths = [word for word in sub.words[1:] if not word.startswith("-")]
+    return all(_inside(path) for path in (*paths, *sub.redirects))
+
+
+def _inside(path: str) -> bool:
+    return (
+        bool(path)
+        and not path.startswith(("/", "~"))
+        and ".." not in path.split("/")
+        and not any(char in path for char in "*?[{")
+    )

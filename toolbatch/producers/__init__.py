@@ -2,7 +2,9 @@
 
 from toolbatch.producers._base import (
     DEFAULT_CALL_TIMEOUT_S,
+    UNWATCHED_OUTPUT,
     UNWATCHED_PROGRESS,
+    OutputCallback,
     Producer,
     ProducerContext,
     ProgressCallback,
@@ -10,7 +12,7 @@ from toolbatch.producers._base import (
 )
 from toolbatch.producers._function import FunctionTool, tool, validate_tool_name
 from toolbatch.producers._generic import GENERIC_PREVIEW_CHARS, apply_output_threshold
-from toolbatch.producers._shell import ShellProducer
+from toolbatch.producers._shell import ShellExit, ShellProducer, shell_exit
 from toolbatch.sandbox import (
     LandlockProbe,
     ProcessPolicy,
@@ -23,20 +25,24 @@ from toolbatch.sandbox import (
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "GENERIC_PREVIEW_CHARS",
+    "UNWATCHED_OUTPUT",
     "UNWATCHED_PROGRESS",
     "FunctionTool",
     "LandlockProbe",
+    "OutputCallback",
     "ProcessPolicy",
     "Producer",
     "ProducerContext",
     "ProgressCallback",
     "SandboxMode",
     "ShellEnvMode",
+    "ShellExit",
     "ShellProducer",
     "ToolDeclaration",
     "apply_output_threshold",
     "check_process_options",
     "open_process_policy",
+    "shell_exit",
     "tool",
     "validate_tool_name",
 ]

@@ -52,6 +52,18 @@ UNWATCHED_PROGRESS: Final[ProgressCallback] = _no_progress
 """``ProducerContext.progress`` when nobody listens: a producer may then skip progress
 reports altogether (the MCP producer asks its server for none)."""
 
+OutputCallback = Callable[[str], None]
+"""Receives the running call's output text as it is produced (display only)."""
+
+
+def _no_output(text: str) -> None:
+    del text
+
+
+UNWATCHED_OUTPUT: Final[OutputCallback] = _no_output
+"""``ProducerContext.output`` when nobody listens: a producer then skips decoding its
+output for display altogether (the shell forwards nothing)."""
+
 
 @dataclass(slots=True)
 class ProducerContext:
@@ -69,6 +81,9 @@ class ProducerContext:
         progress: report progress (a short message) while the call runs; never raises.
             It is ``UNWATCHED_PROGRESS`` when nobody listens: a producer may then skip
             making progress reports at all (the MCP producer asks its server for none).
+        output: the running call's output text as it comes (the shell's interleaved
+            stdout and stderr, decoded), for a live display; never raises. It is
+            ``UNWATCHED_OUTPUT`` when nobody listens: a producer then forwards nothing.
         deadline: when set, the runtime itself stops the call at this time (on the anyio
             clock, ``anyio.current_time()``) and answers it with a timeout error; a
             producer may then skip a timeout of its own that would end no sooner.
@@ -84,6 +99,7 @@ class ProducerContext:
     cancelled: anyio.Event = field(default_factory=anyio.Event)
     timeout_s: float | None = None
     progress: ProgressCallback = UNWATCHED_PROGRESS
+    output: OutputCallback = UNWATCHED_OUTPUT
     deadline: float | None = None
     process_policy: ProcessPolicy | None = None
     partial_result: ToolResult | None = None
@@ -96,11 +112,13 @@ class Producer(Protocol):
     ``run`` must not raise for bad input: it returns ``ToolResult.failure(...)``. If it does
     raise, the scheduler turns the exception into an error response in the call's place.
 
-    A producer may also have an ``output_threshold: int | None`` attribute: output longer
-    than that many characters, when the producer left ``persisted_output_files`` undecided,
-    is persisted once and replaced by a ~2,000-character preview (generic persistence).
-    Without the attribute the producer is trusted to bound its own output (as the shell
-    and MCP producers do); the batch finalizer bounds everything in any case.
+    What the runtime honours besides ``run`` is declared on ``declaration``: its
+    ``timeout_s`` (the shorter of it and the runtime's ceiling applies) and its
+    ``output_threshold`` (output longer than that, when the producer left
+    ``persisted_output_files`` undecided, is persisted once and replaced by a
+    ~2,000-character preview). Without a threshold the producer is trusted to bound its own
+    output (as the shell and MCP producers do); the batch finalizer bounds everything in any
+    case.
     """
 
     @property

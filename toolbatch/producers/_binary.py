@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import anyio
 import structlog
 
 from toolbatch._core import ToolCall
-from toolbatch.artifacts import ArtifactStore
-from toolbatch.errors import ArtifactWriteError
+from toolbatch.artifacts import ArtifactStore, commit_within, persist_deadline
 
 __all__ = ["SavedBinary", "persist_binary"]
 
@@ -63,16 +63,27 @@ class SavedBinary:
 
 
 async def persist_binary(
-    data: bytes, *, call: ToolCall, store: ArtifactStore | None, suffix: str = ".bin"
+    data: bytes,
+    *,
+    call: ToolCall,
+    store: ArtifactStore | None,
+    suffix: str = ".bin",
+    deadline: float | None = None,
 ) -> SavedBinary:
-    """Write ``data`` once to ``store`` as ``<tool>-<call id>-<digest><suffix>``."""
+    """Write ``data`` once to ``store`` as ``<tool>-<call id>-<digest><suffix>``.
+
+    ``deadline`` (anyio clock; see ``toolbatch.artifacts.persist_deadline``) bounds the
+    wait: past it the bytes are described as not saved, and the write under way is
+    removed in the background.
+    """
     if store is None:
         return SavedBinary(len(data), problem="no artifact store is configured")
-    try:
-        async with store.open_stream(call.id, call.name, suffix=suffix) as stream:
+    async with store.open_stream(call.id, call.name, suffix=suffix) as stream:
+        until = persist_deadline(deadline)
+        with anyio.move_on_after(until - anyio.current_time()):
             await stream.write(data)
-            path = await stream.commit()
-    except ArtifactWriteError as exc:
-        log.warning("binary.persist_failed", call_id=call.id, bytes=len(data), error=str(exc))
-        return SavedBinary(len(data), problem=f"saving it failed: {exc}")
-    return SavedBinary(len(data), path=path, kept_bytes=stream.bytes_kept, cap=stream.dropped_by)
+        saved = await commit_within(stream, deadline=until)
+    if not isinstance(saved, Path):
+        log.warning("binary.persist_failed", call_id=call.id, bytes=len(data), error=saved)
+        return SavedBinary(len(data), problem=f"saving it failed: {saved}")
+    return SavedBinary(len(data), path=saved, kept_bytes=stream.bytes_kept, cap=stream.dropped_by)

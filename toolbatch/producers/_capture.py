@@ -39,8 +39,7 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolbatch._core import Excerpt, make_preview, unsaved_note
-from toolbatch.artifacts import ArtifactStore, ArtifactStream
-from toolbatch.errors import ArtifactWriteError
+from toolbatch.artifacts import ArtifactStore, ArtifactStream, commit_within
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
@@ -311,12 +310,14 @@ async def pump(
     *,
     progress: Callable[[int], None],
     log: Any,
+    output: Callable[[bytes], None] | None = None,
 ) -> None:
     """Read the non-blocking pipe ``fd`` to EOF (or until ``window`` closes).
 
     Every chunk goes into ``capture``; once the output wants an artifact, all of it (from
     its first byte) also goes to ``sink``. ``progress`` gets the byte count about once a
-    second.
+    second; ``output``, when given, every chunk of text output as it is read (not those
+    of an output found to be binary).
     """
     storing = sink.store is not None
     read = os.read
@@ -338,6 +339,8 @@ async def pump(
             break
         before = capture.total
         capture.feed(chunk)
+        if output is not None and not capture.binary:
+            output(chunk)
         if sink.stream is not None:
             if await sink.write(chunk):
                 unyielded = 0
@@ -389,10 +392,11 @@ async def save(kind: Kind, sink: ArtifactSink, store: ArtifactStore | None) -> S
         return Saved(problem="no artifact store is configured")
     if stream is None:
         return Saved(problem="the output stream was not opened")
-    try:
-        path = await stream.commit()
-    except ArtifactWriteError as exc:
-        return Saved(problem=f"saving it failed: {exc}")
+    # Bounded by the caller's scopes (the shell's stop budget after an abort): past that
+    # the preview says the output was not saved, instead of the output being lost.
+    path = await commit_within(stream)
+    if not isinstance(path, Path):
+        return Saved(problem=f"saving it failed: {path}")
     return Saved(path=path, kept_bytes=stream.bytes_kept, cap=stream.dropped_by)
 
 

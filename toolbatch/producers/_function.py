@@ -167,6 +167,8 @@ class FunctionTool:
             input_schema=schema,
             needs_permission=needs_permission,
             read_only=read_only,
+            timeout_s=timeout_s,
+            output_threshold=output_threshold,
         )
         functools.update_wrapper(self, func)
 
@@ -342,7 +344,11 @@ async def _binary_result(data: bytes, call: ToolCall, context: ProducerContext) 
     """Bytes a tool returned: persisted once, described, and attached when an image."""
     media = sniff_media(data)
     saved = await persist_binary(
-        data, call=call, store=context.store, suffix=".bin" if media is None else media.suffix
+        data,
+        call=call,
+        store=context.store,
+        suffix=".bin" if media is None else media.suffix,
+        deadline=context.deadline,
     )
     kind = "" if media is None else f", {media.description}"
     inline = media is not None and media.is_image and len(data) <= INLINE_IMAGE_MAX_BYTES

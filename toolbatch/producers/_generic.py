@@ -24,8 +24,7 @@ from toolbatch._core import (
     make_preview,
     unsaved_note,
 )
-from toolbatch.artifacts import ArtifactStore
-from toolbatch.errors import ToolbatchError
+from toolbatch.artifacts import ArtifactStore, persist_within
 
 __all__ = ["GENERIC_PREVIEW_CHARS", "apply_output_threshold"]
 
@@ -58,12 +57,16 @@ async def apply_output_threshold(
     store: ArtifactStore | None,
     threshold: int | None,
     preview_chars: int = GENERIC_PREVIEW_CHARS,
+    deadline: float | None = None,
 ) -> ToolResult:
     """Persist and preview ``result``'s text when it is longer than ``threshold``.
 
     A result whose producer already decided (``persisted_output_files`` is not ``None``),
     or whose text fits, is returned unchanged. Otherwise: ``(path,)`` when the store wrote
-    the text, ``()`` when there is no store or it failed (the preview then says so).
+    the text, ``()`` when there is no store, it failed or it was not done by the persist
+    deadline (the preview then says so). ``deadline`` is the call's own (anyio clock): the
+    persist gives up a little before it, so a finished call is answered with its preview
+    rather than as timed out.
     """
     if threshold is None or result.persisted_output_files is not None:
         return result
@@ -76,13 +79,12 @@ async def apply_output_threshold(
     files: tuple[Path, ...] = ()
     notes: tuple[str, ...] = (unsaved_note("no artifact store is configured"),)
     if store is not None:
-        try:
-            path = await store.persist(call.id, call.name, text)
-        except (ToolbatchError, OSError) as exc:
-            log.warning("generic.persist_failed", call_id=call.id, tool=call.name, error=str(exc))
-            notes = (unsaved_note(str(exc)),)
+        saved = await persist_within(store, call.id, call.name, text, deadline=deadline)
+        if isinstance(saved, Path):
+            files, notes = (saved,), ()
         else:
-            files, notes = (path,), ()
+            log.warning("generic.persist_failed", call_id=call.id, tool=call.name, error=saved)
+            notes = (unsaved_note(saved),)
     if len(text) <= preview_chars:
         # Over the threshold but within the preview: shown whole, kept in the file as well.
         return result.model_copy(update={"persisted_output_files": files})

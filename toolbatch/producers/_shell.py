@@ -42,11 +42,13 @@ What the user gets (``ToolResult.display``)
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import dataclasses
 import errno
 import math
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -62,7 +64,7 @@ from pydantic import JsonValue
 
 from toolbatch._core import Preview, ToolCall, ToolFailure, ToolResult, make_preview
 from toolbatch.errors import ConfigError
-from toolbatch.producers._base import ProducerContext, ToolDeclaration
+from toolbatch.producers._base import UNWATCHED_OUTPUT, ProducerContext, ToolDeclaration
 from toolbatch.producers._capture import (
     BINARY_SNIFF_BYTES,
     MAX_UTF8_BYTES_PER_CHAR,
@@ -96,7 +98,9 @@ __all__ = [
     "DEFAULT_SHELL_TIMEOUT_S",
     "MAX_SHELL_TIMEOUT_S",
     "SHELL_TOOL_NAME",
+    "ShellExit",
     "ShellProducer",
+    "shell_exit",
 ]
 
 log = structlog.get_logger("toolbatch.producers.shell")
@@ -145,6 +149,40 @@ class _Ending:
     background_stopped: bool = False
 
 
+class _OutputForwarder:
+    """Decodes the output as it is read and hands it to ``ProducerContext.output``.
+
+    Only made when someone listens (a live display): unwatched calls decode nothing. A
+    character split between two reads waits for its second half; invalid bytes become
+    U+FFFD, as they do in what the model receives.
+    """
+
+    __slots__ = ("_decoder", "_log", "_send")
+
+    def __init__(self, context: ProducerContext) -> None:
+        self._send = context.output
+        self._log = context.log
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    @classmethod
+    def of(cls, context: ProducerContext) -> _OutputForwarder | None:
+        return None if context.output is UNWATCHED_OUTPUT else cls(context)
+
+    def feed(self, chunk: bytes) -> None:
+        self._forward(self._decoder.decode(chunk))
+
+    def close(self) -> None:
+        self._forward(self._decoder.decode(b"", final=True))
+
+    def _forward(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self._send(text)
+        except Exception as exc:  # a broken display must not break the call
+            self._log.debug("shell.output_forward_failed", error=str(exc))
+
+
 async def _wait_leader(
     process: anyio.abc.Process, *, timeout_s: float, abort: anyio.Event
 ) -> Reason:
@@ -165,6 +203,41 @@ async def _wait_leader(
             reason = "timeout"
         tg.cancel_scope.cancel()
     return reason
+
+
+_EXIT_CODE_LINE: Final = re.compile(r"\[exit code: (\d+)(?: \(.*\))?\]")
+_SIGNAL_LINE: Final = re.compile(r"\[killed by signal (?:[A-Z0-9]+ \((\d+)\)|signal (\d+))\]")
+
+
+@dataclass(frozen=True, slots=True)
+class ShellExit:
+    """How a finished command ended, read back from its output's last line.
+
+    Attributes:
+        output: the output without that line (what the command printed, or its preview).
+        exit_code: the exit status (128 + N for a death by signal N), or ``None`` when the
+            output does not end with an exit line (a timeout, a cancellation).
+    """
+
+    output: str
+    exit_code: int | None
+
+
+def shell_exit(content: str) -> ShellExit:
+    """Split the exit line this producer writes last (``[exit code: N]``, ``[killed by
+    signal ...]``) from a successful call's ``output``."""
+    head, _, last = content.rpartition("\n")
+    code: int | None = None
+    match = _EXIT_CODE_LINE.fullmatch(last)
+    if match is not None:
+        code = int(match.group(1))
+    else:
+        killed = _SIGNAL_LINE.fullmatch(last)
+        if killed is not None:
+            code = 128 + int(killed.group(1) or killed.group(2))
+    if code is None:
+        return ShellExit(content, None)
+    return ShellExit(head + "\n" if head else "", code)
 
 
 def _signal_name(number: int) -> str:
@@ -520,6 +593,7 @@ class ShellProducer:
                 async with contextlib.AsyncExitStack() as stack:
                     window = ReadWindow()
                     pump_done = anyio.Event()
+                    watched = _OutputForwarder.of(context)
                     async with anyio.create_task_group() as tg:
                         sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack, tg)
                         tg.start_soon(self._supervise, process, ending, window, pump_done, stop)
@@ -531,10 +605,13 @@ class ShellProducer:
                                 window,
                                 progress=lambda total: self._progress(context, total),
                                 log=context.log,
+                                output=None if watched is None else watched.feed,
                             )
                         finally:
                             pump_done.set()
                             sink.close()
+                            if watched is not None:
+                                watched.close()
                     settled = True
                     kind = classify(capture, self._trigger)
                     saved = await save(kind, sink, context.store)

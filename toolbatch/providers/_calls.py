@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import JsonValue, ValidationError
 
-from toolbatch._core import ToolCall
+from toolbatch._core import JsonTooDeep, ToolCall, check_json_depth
 from toolbatch.errors import ReplyShapeError
 
 __all__ = ["as_list", "field", "make_call", "plain", "reply_shape_error"]
@@ -80,7 +80,10 @@ def _arguments(raw: object) -> tuple[dict[str, JsonValue], str | None]:
     value: object = raw
     if isinstance(raw, str):
         try:
+            check_json_depth(raw)  # the parser recurses: unclosed "[" x 5,000 would crash it
             value = json.loads(raw)
+        except JsonTooDeep as exc:
+            return {}, f"arguments refused: {exc}: {_preview(raw)}"
         except ValueError as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             return {}, f"arguments are not valid JSON ({reason}): {_preview(raw)}"

@@ -40,7 +40,13 @@ from toolbatch.ray._codec import (
     encode_response,
     encode_turn,
 )
-from toolbatch.scheduler import USE_CONFIG, Registry, SchedulerConfig, ToolScheduler
+from toolbatch.scheduler import (
+    USE_CONFIG,
+    PendingTurn,
+    Registry,
+    SchedulerConfig,
+    ToolScheduler,
+)
 
 __all__ = ["MAX_PROGRESS_EVENTS", "SessionHost", "SessionSpec", "with_fields"]
 
@@ -167,7 +173,7 @@ class _Hosted:
     closing: anyio.Event = field(default_factory=anyio.Event)
     scheduler: ToolScheduler | None = None
     error: str | None = None
-    pending: dict[int, list[ToolCallResponse]] = field(default_factory=dict)
+    pending: dict[int, PendingTurn] = field(default_factory=dict)
     batches: dict[int, _Batch] = field(default_factory=dict)
     early_aborts: set[int] = field(default_factory=set)
     fingerprint: tuple[int, ...] = ()
@@ -269,6 +275,8 @@ class SessionHost:
             if config.workspace_roots is None:
                 config = with_fields(config, workspace_roots=(workspace,))
             async with ToolScheduler(registry, config) as scheduler:
+                # The session opens with its tools listed: MCP servers started or failed.
+                await scheduler.wait_for_tools()
                 hosted.scheduler = scheduler
                 hosted.opened.set()
                 log.info("ray.session_opened", session_id=spec.session_id, pid=os.getpid())
@@ -340,7 +348,7 @@ class SessionHost:
         assert hosted.scheduler is not None
         try:
             with hosted.busy():
-                responses = await hosted.scheduler.execute(
+                pending = await hosted.scheduler.execute(
                     decoded,
                     abort=batch.abort,
                     observer=batch,
@@ -348,8 +356,8 @@ class SessionHost:
                 )
         finally:
             self._finish(hosted, token, batch)
-        hosted.pending[token] = responses
-        return self._result(hosted, batch, responses)
+        hosted.pending[token] = pending
+        return self._result(hosted, batch, pending.responses)
 
     async def run(self, key: str, request: Wire) -> Wire:
         """Run one batch and complete its turn here: only the turn goes back (``request``:
@@ -366,7 +374,7 @@ class SessionHost:
         assert scheduler is not None
         with hosted.busy():
             try:
-                responses = await scheduler.execute(
+                pending = await scheduler.execute(
                     decoded,
                     abort=batch.abort,
                     observer=batch,
@@ -375,7 +383,7 @@ class SessionHost:
             finally:
                 self._finish(hosted, token, batch)
             turn = await scheduler.complete_turn(
-                responses, budget=budget.get("budget", USE_CONFIG), recorder=None
+                pending, budget=budget.get("budget", USE_CONFIG), recorder=None
             )
         return {"turn": encode_turn(turn), "declarations": hosted.declared()}
 
@@ -460,22 +468,22 @@ class SessionHost:
         hosted = self._open(key)
         if hosted is None:
             return {"lost": NOT_OPEN}
-        responses: list[ToolCallResponse] = []
-        for item in items:
-            if "ref" in item:
-                token, position = item["ref"]
-                held = hosted.pending.get(token)
-                if held is None:
-                    return {"lost": "expired"}
-                responses.append(held[position])
-            else:
-                responses.append(decode_response(item["response"]))
-        used = {item["ref"][0] for item in items if "ref" in item}
-        hosted.forget([token for token in keep if token not in used])
+        token = request["token"]
+        answered = [(decode_response(item["response"]), item["ordinal"]) for item in items]
+        if token is None:
+            pending = PendingTurn.answered(response for response, _ in answered)
+        else:
+            held = hosted.pending.pop(token, None)
+            if held is None:
+                return {"lost": "expired"}
+            pending = held
+            for response, ordinal in answered:
+                pending.add(response, ordinal=ordinal)
+        hosted.forget(keep)
         assert hosted.scheduler is not None
         with hosted.busy():
             turn = await hosted.scheduler.complete_turn(
-                responses, budget=budget.get("budget", USE_CONFIG), recorder=None
+                pending, budget=budget.get("budget", USE_CONFIG), recorder=None
             )
         return {"turn": encode_turn(turn), "declarations": hosted.declared()}
 

@@ -10,6 +10,8 @@ own); see ``toolbatch/ray/README.md`` for when to host several.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import math
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -125,9 +127,11 @@ class SessionPool:
 
     Args:
         size: how many sessions.
-        registry_factory: called on each session's host with its workspace directory;
+        registry_factory: called on each session's host with its workspace directory,
+            or with nothing when it takes no parameter (``toolbatch.default_registry``);
             returns the session's tools (e.g. ``session_registry``). It is pickled (a
-            module-level function or a closure over plain values).
+            module-level function or a closure over plain values). Its signature is
+            checked here: one that can take neither is refused at once.
         config: the sessions' configuration, or a function of the session's index (run
             here) returning each one's. Paths in it are the host node's. Its recorder stays
             here; a ``store`` cannot move (use ``artifacts_dir``). Each session gets its
@@ -164,13 +168,7 @@ class SessionPool:
     ) -> None:
         self.size = _check_positive_int("size", size)
         self.sessions_per_host = _check_positive_int("sessions_per_host", sessions_per_host)
-        if not callable(registry_factory):
-            raise ConfigError(
-                f"registry_factory must be a function of the workspace path returning a "
-                f"toolbatch.Registry (e.g. toolbatch.ray.session_registry), got "
-                f"{registry_factory!r}"
-            )
-        self.registry_factory = registry_factory
+        self.registry_factory = _workspace_factory(registry_factory)
         self._config = config
         self.resources = _check_resources(resources)
         self.max_restarts = check_restarts(max_restarts)
@@ -326,6 +324,46 @@ async def _gone(host: Any) -> None:
         while True:
             await host.pid.remote()
             await anyio.sleep(0.05)  # the kill is still on its way; ask again
+
+
+def _without_workspace(factory: Callable[[], Registry], workspace: Path) -> Registry:
+    del workspace
+    return factory()
+
+
+def _workspace_factory(factory: object) -> RegistryFactory:
+    """``factory`` as a function of the workspace directory.
+
+    One that takes the workspace (one positional argument) is returned as it is; one that
+    takes no argument is called without it. Anything else is refused now, rather than
+    with a ``TypeError`` on a host when the first session opens.
+
+    Raises:
+        ConfigError: ``factory`` is not callable, or can be called neither way.
+    """
+    example = "toolbatch.ray.session_registry, or toolbatch.default_registry"
+    if not callable(factory):
+        raise ConfigError(
+            f"registry_factory must be a function returning a toolbatch.Registry, called "
+            f"with the session's workspace path or with nothing ({example}), got {factory!r}"
+        )
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a callable without a signature: trust it
+        return factory
+    for arguments in ((Path(),), ()):
+        try:
+            signature.bind(*arguments)
+        except TypeError:
+            continue
+        return factory if arguments else functools.partial(_without_workspace, factory)
+    name = getattr(factory, "__qualname__", None) or repr(factory)
+    parameters = ", ".join(signature.parameters)
+    raise ConfigError(
+        f"registry_factory {name}({parameters}) can be called neither with the session's "
+        f"workspace path (one positional argument) nor with nothing; give it one parameter "
+        f"for the workspace, or defaults for all of them ({example})"
+    )
 
 
 @contextlib.asynccontextmanager

@@ -38,7 +38,13 @@ from toolbatch.ray._codec import (
 )
 from toolbatch.ray._host import NOT_OPEN, SessionSpec
 from toolbatch.recorder import Recorder, response_kind
-from toolbatch.scheduler import USE_CONFIG, ApprovalCallback, SchedulerConfig, UseConfig
+from toolbatch.scheduler import (
+    USE_CONFIG,
+    ApprovalCallback,
+    PendingTurn,
+    SchedulerConfig,
+    UseConfig,
+)
 
 __all__ = [
     "CLOSE_TIMEOUT_S",
@@ -80,6 +86,14 @@ def _entries(calls: Any) -> list[Any]:
     if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
         return [calls]  # one malformed "batch": answered as the scheduler answers it
     return list(calls)
+
+
+def _ordinals(entries: Sequence[Any]) -> list[int]:
+    """Each entry's place in the model's order, as the host's scheduler numbers it."""
+    return [
+        entry.ordinal if isinstance(entry, ToolCall) and entry.ordinal is not None else index
+        for index, entry in enumerate(entries)
+    ]
 
 
 def _plain(raw: object) -> object:
@@ -196,8 +210,8 @@ class SessionHandle:
         self._lost_reason: str | None = None
         self._serve: Any = None
         self._tokens = itertools.count(1)
-        self._held: dict[int, list[ToolCallResponse]] = {}
-        self._issued: dict[int, tuple[int, int, ToolCallResponse]] = {}
+        self._held: dict[int, int] = {}
+        """Batches the host holds for a completion: token -> number of responses."""
         self._declarations: list[ToolDeclaration] = []
         self.restarts = 0
 
@@ -315,13 +329,16 @@ class SessionHandle:
             await self._drain_serve()
             self._state = "closed"
             self._held.clear()
-            self._issued.clear()
 
     # -- what the model is offered ------------------------------------------------------------
 
     def declarations(self) -> list[ToolDeclaration]:
         """Every tool the session offers (as of its last answer: MCP lists follow)."""
         return list(self._declarations)
+
+    async def wait_for_tools(self) -> list[ToolDeclaration]:
+        """``declarations()``: the host lists every MCP server's tools before it opens."""
+        return self.declarations()
 
     def producer(self, name: str) -> RemoteTool | None:
         """The tool that answers ``name`` in this session (its declaration)."""
@@ -369,21 +386,25 @@ class SessionHandle:
         abort: anyio.Event | None = None,
         observer: BatchObserver | None = None,
         approve: ApprovalCallback | None = None,
-    ) -> list[ToolCallResponse]:
+    ) -> PendingTurn:
         """``ToolScheduler.execute`` on the host: one response per call, in call order.
 
-        The responses stay on the host too, until ``complete_turn`` sends references to
-        them back. When the host is lost, every call is answered ``session_lost``.
+        The responses stay on the host too, until ``complete_turn`` sends a reference to
+        them back (``PendingTurn.remote``). When the host is lost, every call is answered
+        ``session_lost``.
         """
         entries = _entries(calls)
         result = await self._remote_batch(
             "execute", entries, abort=abort, observer=observer, approve=approve, budget={}
         )
-        return result if isinstance(result, list) else self._hold(result)
+        if isinstance(result, list):
+            return PendingTurn(result, ordinals=_ordinals(entries))
+        token, responses = self._hold(result)
+        return PendingTurn(responses, ordinals=_ordinals(entries), remote=token)
 
     async def complete_turn(
         self,
-        responses: Sequence[ToolCallResponse],
+        pending: PendingTurn | Sequence[ToolCallResponse],
         /,
         *,
         budget: Budget | float | UseConfig = USE_CONFIG,
@@ -391,32 +412,30 @@ class SessionHandle:
     ) -> Turn:
         """``ToolScheduler.complete_turn`` on the host, recorded here.
 
-        Responses ``execute`` returned are sent back as references (the host finalizes
-        its own objects); responses made here (duplicates, skipped calls) are sent whole.
-        When the host is lost, the host's responses are answered ``session_lost`` (their
-        output could not be bounded) and the rest kept, bounded here.
+        Responses ``execute`` returned are sent back as a reference (the host finalizes
+        its own objects); responses added here (duplicates, skipped calls) are sent whole,
+        with their place in the model's order. When the host is lost, the host's responses
+        are answered ``session_lost`` (their output could not be bounded) and the rest
+        kept, bounded here.
         """
         limit = self._budget(budget)
-        responses = list(responses)
+        if not isinstance(pending, PendingTurn):
+            pending = PendingTurn.answered(pending)
+        pending.claim()
+        token: int | None = pending.remote if pending.remote in self._held else None
         items: list[Wire] = []
-        used: set[int] = set()
         from_host: list[bool] = []
-        for response in responses:
-            issued = self._issued.get(id(response))
-            hosted = issued is not None and issued[2] is response
-            from_host.append(hosted)
-            if issued is not None and hosted:
-                items.append({"ref": [issued[0], issued[1]]})
-                used.add(issued[0])
-            else:
-                items.append({"response": encode_response(response)})
+        for response, position, ordinal in pending.entries():
+            hosted = token is not None and position is not None
+            from_host.append(position is not None)
+            if not hosted:
+                items.append({"response": encode_response(response), "ordinal": ordinal})
         turn: Turn | None = None
         if self._state == "open":
-            keep = list(self._held)
+            keep = [held for held in self._held if held != token]
+            request = {"token": token, "items": items, "budget": limit, "keep": keep}
             try:
-                result = await self._actor.complete.remote(
-                    self._key, {"items": items, "budget": limit, "keep": keep}
-                )
+                result = await self._actor.complete.remote(self._key, request)
             except RayActorError as exc:
                 self._lose(exc)
             else:
@@ -425,10 +444,10 @@ class SessionHandle:
                 else:
                     self._declared(result)
                     turn = decode_turn(result["turn"])
-        for token in used:
-            self._release(token)
+        if token is not None:
+            self._held.pop(token, None)
         if turn is None:
-            turn = await self._lost_turn(responses, limit, from_host)
+            turn = await self._lost_turn(pending.responses, limit, from_host)
         return await self._record(turn, recorder)
 
     # -- the wire ---------------------------------------------------------------------------
@@ -438,19 +457,13 @@ class SessionHandle:
             return {}
         return {"budget": check_budget(budget, name="budget")}
 
-    def _hold(self, result: Wire) -> list[ToolCallResponse]:
+    def _hold(self, result: Wire) -> tuple[int, list[ToolCallResponse]]:
         token: int = result["token"]
-        responses = result["responses"]
-        self._held[token] = responses
-        for position, response in enumerate(responses):
-            self._issued[id(response)] = (token, position, response)
+        responses: list[ToolCallResponse] = result["responses"]
+        self._held[token] = len(responses)
         while len(self._held) > MAX_HELD_BATCHES:
-            self._release(next(iter(self._held)))
-        return list(responses)
-
-    def _release(self, token: int) -> None:
-        for response in self._held.pop(token, ()):
-            self._issued.pop(id(response), None)
+            self._held.pop(next(iter(self._held)))
+        return token, list(responses)
 
     async def _remote_batch(
         self,

@@ -7,18 +7,23 @@ rules, ecosystem-2.md 1.5 and 2):
 1. PreToolUse hooks run. A ``deny`` (or exit 2) answers the call in place with the hook's
    reason. ``updatedInput`` replaces the arguments and is validated like any call's; what
    runs, what is asked about and what later hooks see is the updated call.
-2. The permission rules decide on that call: a deny rule answers it in place, naming the
-   rule; an ask rule, or a hook's ``ask``, asks; an allow rule or a hook's ``allow`` skips
-   the ask a tool declares (``needs_permission``). A hook's ``allow`` never overrides a deny
-   or ask rule. A trusted tool (an MCP server's ``trust`` / ``alwaysAllow``) skips ask rules
-   and its own ask, not a hook's ``ask`` and never a deny. ``defaultMode:
-   bypassPermissions`` answers every ask with yes, ``dontAsk`` with no.
-3. Asking means calling ``approve(call, declaration)``, sync or async (a sync one runs in a
-   worker thread). With no ``approve`` (headless) a call a rule or hook asks about is
-   denied, naming what asked; a tool that only declares ``needs_permission`` runs, as it
-   always has headless. ``approve`` returning ``False`` is the user's no; raising (or
-   returning something that is not a bool) is an ``approval_failed`` error response that
-   says so, never "the user did not allow".
+2. The permission rules decide on that call (``toolbatch/permissions/README.md``): a deny
+   rule answers it in place, naming the rule; an ask rule, or a hook's ``ask``, asks; an
+   allow rule, a hook's ``allow``, a trusted tool (an MCP server's ``trust`` /
+   ``alwaysAllow``) or the mode ``acceptEdits``' own approvals let it run. A hook's ``allow``
+   never overrides a deny or ask rule; a trusted tool skips ask rules, never a hook's ``ask``
+   or a deny.
+3. With permission rules in force (or the mode ``dontAsk``), they are an allow list: a call
+   no allow rule covers (a tool that declares ``read_only`` aside) is asked, and refused
+   when nobody can be asked, naming the allow rules. Without rules, a tool that declares
+   ``needs_permission`` is asked when there is an ``approve`` callback, and runs headless,
+   as it always has. ``bypassPermissions`` asks only what an ask rule or a hook asks;
+   ``dontAsk`` refuses whatever would ask.
+4. Asking means calling ``approve(call, declaration)``, sync or async (a sync one runs in a
+   worker thread); with no ``approve`` (headless) the call is refused, naming what asked.
+   ``approve`` returning ``False`` is the user's no; raising (or returning something that
+   is not a bool) is an ``approval_failed`` error response that says so, never "the user
+   did not allow".
 
 After a call: PostToolUse (success) or PostToolUseFailure (error; not a cancellation) hooks
 run. Nothing they say rewrites the result: their context, ``decision: "block"`` reasons and
@@ -32,6 +37,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -53,13 +59,24 @@ from toolbatch.hooks import (
     PostToolUseInput,
     PreToolUseInput,
     bound_object,
+    claude_tool_input,
+    claude_tool_name,
     run_post_tool_use_hooks,
     run_pre_tool_use_hooks,
+    tool_args_from_claude,
     truncate_middle,
 )
 from toolbatch.permissions import SHELL_TOOL, Permissions
+from toolbatch.producers import shell_exit
 
-__all__ = ["Admitted", "ApprovalCallback", "CallGate", "ask_approval", "refusal"]
+__all__ = [
+    "Admitted",
+    "ApprovalCallback",
+    "CallGate",
+    "approval_reason",
+    "ask_approval",
+    "refusal",
+]
 
 log = structlog.get_logger("toolbatch.scheduler")
 
@@ -68,6 +85,15 @@ ApprovalCallback = Callable[[ToolCall, ToolDeclaration], Awaitable[bool] | bool]
 May be a plain function (run in a worker thread) or a coroutine function."""
 
 _DENIED_HINT: Final = "do not retry it unchanged"
+_ASKER: Final[ContextVar[str | None]] = ContextVar("toolbatch_approval_reason", default=None)
+
+
+def approval_reason() -> str | None:
+    """While an ``approve`` callback runs: what asked for it, for the question shown to the
+    user (``"the permission rule 'Bash(git push:*)' (ask, in .claude/settings.json)"``,
+    ``"the PreToolUse hook 'command:guard.sh'"``); ``None`` when only the tool's own
+    ``needs_permission`` asks, or outside a callback."""
+    return _ASKER.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +167,7 @@ class CallGate:
     hook_timeout_s: float = 15.0
     session_id: str | None = None
     input_chars: int = DEFAULT_HOOK_INPUT_CHARS
+    transcript_path: str | None = None
     has_pre: bool = False
     has_post: bool = False
 
@@ -153,6 +180,7 @@ class CallGate:
         hook_timeout_s: float,
         session_id: str | None,
         input_chars: int = DEFAULT_HOOK_INPUT_CHARS,
+        transcript_path: str | None = None,
     ) -> CallGate:
         """A gate for these hooks and rules; a hook's input holds at most ``input_chars``."""
         tool_hooks = tuple(hook for hook in hooks if hook.event != "PostToolBatch")
@@ -162,6 +190,7 @@ class CallGate:
             hook_timeout_s=hook_timeout_s,
             session_id=session_id,
             input_chars=input_chars,
+            transcript_path=transcript_path,
             has_pre=any(hook.event == "PreToolUse" for hook in tool_hooks),
             has_post=any(hook.event != "PreToolUse" for hook in tool_hooks),
         )
@@ -171,14 +200,22 @@ class CallGate:
         """Whether calls need the gate before they run (besides a plain ``approve``)."""
         return self.has_pre or not self.permissions.empty
 
+    @property
+    def permission_mode(self) -> str:
+        """The mode as hooks are told it (Claude Code sends ``manual`` as ``default``)."""
+        mode = self.permissions.mode
+        return "default" if mode == "manual" else mode
+
     def _input_common(self, call: ToolCall) -> dict[str, Any]:
+        """The fields every per-call hook input has, in Claude Code's names and shapes."""
         return {
             "session_id": self.session_id,
+            "transcript_path": self.transcript_path,
             "cwd": os.getcwd(),
-            "permission_mode": self.permissions.mode,
-            "tool_name": call.name,
+            "permission_mode": self.permission_mode,
+            "tool_name": claude_tool_name(call.name),
             "tool_input": bound_object(
-                dict(call.args),
+                claude_tool_input(call.name, call.args),
                 self.input_chars,
                 what="the arguments",
                 whole=f"call {call.id!r} as the model sent it, not saved",
@@ -202,7 +239,7 @@ class CallGate:
                 hook_event_name="PreToolUse", **self._input_common(call)
             )
             outcome = await run_pre_tool_use_hooks(
-                self.hooks, data, default_timeout_s=self.hook_timeout_s
+                self.hooks, data, default_timeout_s=self.hook_timeout_s, call_name=call.name
             )
             if outcome is not None:
                 notes, stop = tuple(outcome.notes), outcome.stop_reason
@@ -219,52 +256,99 @@ class CallGate:
                         stop,
                     )
                 if outcome.updated_input is not None:
-                    updated = _updated_call(call, outcome.updated_input, outcome.source)
+                    args = tool_args_from_claude(call.name, outcome.updated_input)
+                    updated = _updated_call(call, args, outcome.source)
                     if isinstance(updated, ToolCallResponse):
                         return updated
                     call = updated
-        rule = self.permissions.decide(call.name, call.args)
-        if rule.behavior == "deny" and rule.rule is not None:
+        decision = self.permissions.decide(call.name, call.args)
+        if decision.behavior == "deny" and decision.rule is not None:
+            why = f": {decision.reason}" if decision.reason else ""
             return _denied(
                 call,
-                f"{call.name!r} is denied by the permission rule {rule.rule.describe()}; "
-                f"{_DENIED_HINT}",
+                f"{call.name!r} is denied by the permission rule {decision.rule.describe()}"
+                f"{why}; {_DENIED_HINT}",
                 notes,
                 stop,
             )
         asker: str | None = None
-        if rule.behavior == "ask" and rule.rule is not None and not declaration.trusted:
-            asker = f"the permission rule {rule.rule.describe()}"
+        unlisted: str | None = None
+        asked_by: str | None = None  # what asked besides the tool itself: approval_reason()
+        if decision.behavior == "ask" and decision.rule is not None and not declaration.trusted:
+            asker = f"the permission rule {decision.rule.describe()}"
+            if decision.reason:
+                asker += f" ({decision.reason})"
+            asked_by = asker
         elif hook_decision == "ask":
-            asker = hook_source
-        elif rule.behavior == "allow" or hook_decision == "allow" or declaration.trusted:
+            asker = asked_by = hook_source
+        elif (
+            decision.behavior == "allow"
+            or hook_decision == "allow"
+            or declaration.trusted
+            or self.permissions.mode == "bypassPermissions"
+        ):
             asker = None
+        elif self._allow_list and not declaration.read_only:
+            unlisted = decision.reason or f"no allow rule covers {call.name!r}"
         elif declaration.needs_permission and approve is not None:
             asker = f"the tool {call.name!r} (it needs permission)"
-        if asker is not None:
-            refused = await self._ask(asker, call, declaration, approve)
+        if asker is not None or unlisted is not None:
+            refused = await self._ask(
+                asker,
+                unlisted,
+                call,
+                declaration,
+                approve,
+                reason=asked_by if unlisted is None else f"the allow list: {unlisted}",
+            )
             if refused is not None:
                 if notes or stop:
                     refused = replace_fields(refused, hook_notes=notes, hook_stop=stop)
                 return refused
         return Admitted(call, notes, stop)
 
+    @property
+    def _allow_list(self) -> bool:
+        """Whether what no allow rule covers is asked (refused with nobody to ask)."""
+        return self.permissions.restricts or self.permissions.mode == "dontAsk"
+
     async def _ask(
         self,
-        asker: str,
+        asker: str | None,
+        unlisted: str | None,
         call: ToolCall,
         declaration: ToolDeclaration,
         approve: ApprovalCallback | None,
+        *,
+        reason: str | None = None,
     ) -> ToolCallResponse | None:
-        """``None`` when the call may run, else its answer."""
+        """``None`` when the call may run, else its answer. ``asker`` names what asks;
+        ``unlisted`` says why no allow rule covers the call (asked under the allow list)."""
         mode = self.permissions.mode
-        if mode == "bypassPermissions":
-            return None
+        if unlisted is not None:
+            summary = self.permissions.allow_summary()
+            if mode == "dontAsk":
+                return ToolCallResponse.failed(
+                    call,
+                    f"{call.name!r} was not run: {unlisted}, and the permission mode 'dontAsk' "
+                    f"refuses what no allow rule covers; {summary}",
+                    error_type="permission_denied",
+                )
+            if approve is None:
+                return ToolCallResponse.failed(
+                    call,
+                    f"{call.name!r} was not run: {unlisted}. With permission rules in force "
+                    f"and nobody to ask (no approve callback: a headless run), only what an "
+                    f"allow rule covers runs; {summary}. Add an allow rule for it, or run "
+                    f"with an approve callback",
+                    error_type="permission_denied",
+                )
+            return await self._asked(reason, call, declaration, approve)
         if mode == "dontAsk":
             return ToolCallResponse.failed(
                 call,
-                f"{call.name!r} was not run: {asker} asks before it runs, and the settings' "
-                f"defaultMode 'dontAsk' refuses every call that would ask; add an allow rule",
+                f"{call.name!r} was not run: {asker} asks before it runs, and the permission "
+                f"mode 'dontAsk' refuses every call that would ask; add an allow rule",
                 error_type="permission_denied",
             )
         if approve is None:
@@ -275,7 +359,22 @@ class CallGate:
                 f"or run with an approve callback",
                 error_type="permission_denied",
             )
-        return refusal(call, await ask_approval(approve, call, declaration))
+        return await self._asked(reason, call, declaration, approve)
+
+    @staticmethod
+    async def _asked(
+        reason: str | None,
+        call: ToolCall,
+        declaration: ToolDeclaration,
+        approve: ApprovalCallback,
+    ) -> ToolCallResponse | None:
+        # The callback may name what asked (approval_reason); a context variable, so the
+        # ApprovalCallback signature stays as every caller wrote it.
+        token = _ASKER.set(reason)
+        try:
+            return refusal(call, await ask_approval(approve, call, declaration))
+        finally:
+            _ASKER.reset(token)
 
     async def after(
         self, call: ToolCall, response: ToolCallResponse, admitted: Admitted, duration_ms: int
@@ -286,11 +385,12 @@ class CallGate:
         if self.has_post and response.status in ("success", "error"):
             common = self._input_common(call)
             data: PostToolUseInput | PostToolUseFailureInput
-            if response.status == "success":
+            tool_response, failure = _tool_response(call, response)
+            if failure is None:
                 data = PostToolUseInput.model_construct(
                     hook_event_name="PostToolUse",
                     tool_response=bound_object(
-                        _tool_response(call, response),
+                        tool_response,
                         self.input_chars,
                         what="the response",
                         whole=", ".join(map(str, response.persisted_output_files or ()))
@@ -302,13 +402,13 @@ class CallGate:
             else:
                 data = PostToolUseFailureInput.model_construct(
                     hook_event_name="PostToolUseFailure",
-                    error=truncate_middle(response.error or ""),
+                    error=truncate_middle(failure),
                     is_interrupt=False,
                     duration_ms=duration_ms,
                     **common,
                 )
             outcome = await run_post_tool_use_hooks(
-                self.hooks, data, default_timeout_s=self.hook_timeout_s
+                self.hooks, data, default_timeout_s=self.hook_timeout_s, call_name=call.name
             )
             if outcome is not None:
                 notes.extend(outcome.notes)
@@ -344,20 +444,28 @@ def _updated_call(
         )
 
 
-def _tool_response(call: ToolCall, response: ToolCallResponse) -> dict[str, JsonValue]:
-    """The function response body the model gets; Claude Code's Bash keys for the shell."""
+def _tool_response(
+    call: ToolCall, response: ToolCallResponse
+) -> tuple[dict[str, JsonValue], str | None]:
+    """What PostToolUse receives as ``tool_response``, or the PostToolUseFailure ``error``.
+
+    The shell's response is Claude Code's Bash output object (``stdout``, ``stderr``,
+    ``interrupted``, ``isImage``); a command that exited non-zero is a failure whose error
+    starts ``Exit code N``, as Claude Code reports it. Other tools give the function
+    response body the model receives.
+    """
     body: dict[str, JsonValue] = {}
     for part in response.parts:
         if isinstance(part, FunctionResponsePart):
             body = dict(part.function_response.response)
             break
-    if call.name == SHELL_TOOL:
-        output = body.get("output")
-        body = {
-            **body,
-            "stdout": output if isinstance(output, str) else "",
-            "stderr": "",
-            "interrupted": response.status != "success",
-            "isImage": False,
-        }
-    return body
+    if response.status != "success":
+        return body, response.error or ""
+    if call.name != SHELL_TOOL:
+        return body, None
+    output = body.get("output")
+    ended = shell_exit(output if isinstance(output, str) else "")
+    if ended.exit_code:
+        return body, f"Exit code {ended.exit_code}\n{ended.output}"
+    # stdout and stderr share one pipe, so the interleaved output is all in stdout.
+    return {"stdout": ended.output, "stderr": "", "interrupted": False, "isImage": False}, None

@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, get_args
 
 import anyio
 import anyio.lowlevel
@@ -42,7 +42,7 @@ from toolbatch._core import (
     Turn,
     completed_turn,
 )
-from toolbatch.artifacts import ArtifactStore, artifact_session
+from toolbatch.artifacts import ArtifactStore, artifact_session, new_session_id
 from toolbatch.errors import ConfigError, RecorderError
 from toolbatch.finalize import (
     DEFAULT_BATCH_BUDGET_CHARS,
@@ -66,8 +66,11 @@ from toolbatch.hooks import (
     load_settings,
     run_post_tool_batch_hooks,
 )
+from toolbatch.permissions import PermissionMode, Permissions
 from toolbatch.producers import (
+    UNWATCHED_OUTPUT,
     UNWATCHED_PROGRESS,
+    OutputCallback,
     ProcessPolicy,
     Producer,
     ProducerContext,
@@ -78,7 +81,7 @@ from toolbatch.producers import (
     check_process_options,
     open_process_policy,
 )
-from toolbatch.recorder import Recorder, response_kind
+from toolbatch.recorder import JsonlRecorder, Recorder, response_kind
 from toolbatch.scheduler._gate import (
     Admitted,
     ApprovalCallback,
@@ -86,8 +89,9 @@ from toolbatch.scheduler._gate import (
     ask_approval,
     refusal,
 )
+from toolbatch.scheduler._pending import PendingTurn
 from toolbatch.scheduler._registry import Registry
-from toolbatch.telemetry import call_scope, current_turn, traced_complete_turn, traced_execute
+from toolbatch.telemetry import CallTelemetry, begin_turn, call_scope, current_turn
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_CEILING_S",
@@ -171,6 +175,9 @@ class SchedulerConfig:
         settings: Claude Code settings (a path or a dict, or a list merged in order, later
             wins): their ``hooks``, ``permissions`` and ``mcpServers`` (see
             ``toolbatch.hooks.load_settings``), read and checked now.
+        permission_mode: overrides the settings' ``permissions.defaultMode``, as Claude
+            Code's ``--permission-mode``: ``default``, ``acceptEdits``, ``plan``,
+            ``bypassPermissions`` or ``dontAsk`` (see ``toolbatch.permissions``).
         hooks: PostToolBatch hooks (async callables and ``CommandHook``s) and
             ``toolbatch.hooks.EventHook``s for any event, beside those of ``settings``.
         hook_timeout: seconds a Python hook may take (command hooks have their own).
@@ -202,7 +209,8 @@ class SchedulerConfig:
     store: ArtifactStore | None = None
     mcp_servers: Any = None
     mcp_startup_timeout: float | None = None
-    settings: SettingsSource | Sequence[SettingsSource] | None = None
+    settings: SettingsSource | Sequence[SettingsSource] | Settings | None = None
+    permission_mode: PermissionMode | None = None
     hooks: Sequence[PostToolBatchHook | CommandHook | EventHook] = ()
     hook_timeout: float = DEFAULT_HOOK_TIMEOUT_S
     recorder: Recorder | None = None
@@ -216,13 +224,17 @@ class SchedulerConfig:
     shell_env: ShellEnvMode = "inherit"
     shell_env_allow: Sequence[str] = ()
     shell_env_set: Mapping[str, str] = field(default_factory=dict)
+    _budget: Budget = field(default=None, init=False, repr=False, compare=False)
+    _lifecycle: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
     _loaded: Settings = field(default_factory=Settings, init=False, repr=False, compare=False)
     _mcp_config: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Normalised once, here: the rest of toolbatch sees int | None and a frozenset.
-        object.__setattr__(self, "batch_budget", check_budget(self.batch_budget))
-        object.__setattr__(self, "lifecycle_tools", check_lifecycle_tools(self.lifecycle_tools))
+        # Normalised once, here: the rest of toolbatch reads .budget and .lifecycle.
+        object.__setattr__(self, "_budget", check_budget(self.batch_budget))
+        object.__setattr__(self, "batch_budget", self._budget)
+        object.__setattr__(self, "_lifecycle", check_lifecycle_tools(self.lifecycle_tools))
+        object.__setattr__(self, "lifecycle_tools", self._lifecycle)
         if (
             isinstance(self.concurrency, bool)
             or not isinstance(self.concurrency, int)
@@ -263,6 +275,13 @@ class SchedulerConfig:
         )
         if self.mcp_startup_timeout is not None:
             _check_positive("mcp_startup_timeout", self.mcp_startup_timeout)
+        if self.permission_mode is not None and self.permission_mode not in get_args(
+            PermissionMode
+        ):
+            raise ConfigError(
+                f"permission_mode must be one of {', '.join(get_args(PermissionMode))} or "
+                f"None, got {self.permission_mode!r}"
+            )
         object.__setattr__(self, "_loaded", load_settings(self.settings))
         # Read once, here: a bad document fails now, not on enter, and its warnings (keys
         # toolbatch does not use) are logged once.
@@ -286,6 +305,14 @@ class SchedulerConfig:
         """``settings`` as read and merged."""
         return self._loaded
 
+    @property
+    def permissions(self) -> Permissions:
+        """The settings' permission rules, under ``permission_mode`` when it is set."""
+        permissions = self._loaded.permissions
+        if self.permission_mode is None:
+            return permissions
+        return permissions.with_mode(self.permission_mode)
+
     def event_hooks(self) -> list[EventHook]:
         """Every hook bound to an event: ``settings``' first, then ``hooks``' ``EventHook``s."""
         own = [hook for hook in self.hooks if isinstance(hook, EventHook)]
@@ -300,14 +327,12 @@ class SchedulerConfig:
     @property
     def budget(self) -> Budget:
         """``batch_budget`` as checked (``None``: no budget)."""
-        budget: Budget = self.batch_budget  # type: ignore[assignment]  # normalised above
-        return budget
+        return self._budget
 
     @property
     def lifecycle(self) -> frozenset[str]:
         """``lifecycle_tools`` as checked."""
-        tools: frozenset[str] = self.lifecycle_tools  # type: ignore[assignment]
-        return tools
+        return self._lifecycle
 
 
 @dataclass(slots=True, eq=False)
@@ -338,6 +363,7 @@ class _Plan:
     timeout_s: float = 0.0
     timed_out: bool = False
     started: bool = False
+    span: CallTelemetry | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -482,11 +508,12 @@ def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
 class _Reporter:
     """Reports each call of a batch to the observer exactly once: started, then finished."""
 
-    __slots__ = ("_finished", "_progress", "_started", "telemetry")
+    __slots__ = ("_finished", "_output", "_progress", "_started", "telemetry")
 
     def __init__(self, observer: BatchObserver | None) -> None:
         self._started = getattr(observer, "call_started", None)
         self._progress = getattr(observer, "call_progress", None)
+        self._output = getattr(observer, "call_output", None)
         self._finished = getattr(observer, "call_finished", None)
         self.telemetry = current_turn()  # None unless spans or metrics are recorded
 
@@ -504,10 +531,21 @@ class _Reporter:
     def progress(self, call: ToolCall, message: str) -> None:
         _safe_notify(self._progress, call, message)
 
+    def output_callback(self, call: ToolCall) -> OutputCallback:
+        """What the producer hands its output text to (nothing listens: it decodes none)."""
+        send = self._output
+        if send is None:
+            return UNWATCHED_OUTPUT
+
+        def output(text: str) -> None:
+            _safe_notify(send, call, text)
+
+        return output
+
     def finished(self, plan: _Plan) -> None:
         self.started(plan)
         if self.telemetry is not None:
-            self.telemetry.call_finished(plan, plan.call, plan.response)
+            self.telemetry.call_finished(plan.span, plan.call, plan.response)
         if self._finished is not None:
             _safe_notify(self._finished, plan.call, plan.response)
 
@@ -515,8 +553,9 @@ class _Reporter:
 class ToolScheduler:
     """Runs batches of tool calls. Use it as an async context manager.
 
-    ``async with ToolScheduler(registry, config) as scheduler:`` starts the MCP servers of
-    the configuration and makes the artifact store; ``await scheduler.run_batch(calls)``
+    ``async with ToolScheduler(registry, config) as scheduler:`` makes the artifact store
+    and starts the MCP servers of the configuration in the background (``await
+    scheduler.wait_for_tools()`` for the full tool list); ``await scheduler.run_batch(calls)``
     returns a ``Turn`` per batch; leaving the block stops the servers.
     """
 
@@ -542,11 +581,15 @@ class ToolScheduler:
         # ``anyio.Event()`` and ``anyio.CancelScope()`` look the backend up on every call.
         self._new_event: Callable[[], anyio.Event] = anyio.Event
         self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+        # Hooks always get a session id (Claude Code's always has one); the artifact
+        # folder takes the same id.
+        self._session_id = self.config.session_id or new_session_id()
         self._gate = CallGate.build(
             self.config.event_hooks(),
-            self.config.loaded_settings.permissions,
+            self.config.permissions,
             hook_timeout_s=self.config.hook_timeout,
-            session_id=self.config.session_id,
+            session_id=self._session_id,
+            transcript_path=_transcript_path(self.config.recorder),
             input_chars=hook_input_chars(self.config.budget),
         )
         self._batch_hooks = self.config.post_tool_batch_hooks()
@@ -602,11 +645,15 @@ class ToolScheduler:
             await stack.__aexit__(exc_type, exc, tb)
 
     async def _open_mcp(self, stack: contextlib.AsyncExitStack, mcp_config: Any) -> None:
-        """Start the MCP servers. Their tools are looked up live (``_lookup``): the lists
-        change on ``tools/list_changed`` and restarts, and failed servers' names answer why."""
+        """Start the MCP servers, in the background. Their tools are looked up live
+        (``_lookup``): a server's tools join when it is ready, the lists change on
+        ``tools/list_changed`` and restarts, a call to a server still starting waits for
+        that server only, and failed servers' names answer why."""
         from toolbatch.producers.mcp import McpServers
 
-        servers = McpServers(mcp_config, start_timeout_s=self.config.mcp_startup_timeout)
+        servers = McpServers(
+            mcp_config, start_timeout_s=self.config.mcp_startup_timeout, wait_for_start=False
+        )
         self._mcp = await stack.enter_async_context(servers)
         for producer in servers.producers():
             if producer.declaration.name in self._producers:
@@ -635,7 +682,7 @@ class ToolScheduler:
             return self.config.store
         if self.config.artifacts_dir is not None:
             return ArtifactStore(self.config.artifacts_dir)
-        return ArtifactStore(stack.enter_context(artifact_session(self.config.session_id)))
+        return ArtifactStore(stack.enter_context(artifact_session(self._session_id)))
 
     def _check_open(self) -> None:
         if self._stack is None:
@@ -653,8 +700,19 @@ class ToolScheduler:
         """The running MCP servers (``None`` when none are configured)."""
         return self._mcp
 
+    async def wait_for_tools(self) -> list[ToolDeclaration]:
+        """Wait until every MCP server has started or failed (each within its start-up
+        timeout), then return ``declarations()``: what a model's tool list needs. The
+        servers start in the background when the scheduler opens, so calls to the shell,
+        custom tools and ready servers never wait for a slow one."""
+        self._check_open()
+        if self._mcp is not None:
+            await self._mcp.wait_started()
+        return self.declarations()
+
     def declarations(self) -> list[ToolDeclaration]:
-        """Every tool this scheduler can run now (registry and MCP), for the model."""
+        """Every tool this scheduler can run now (registry and MCP), for the model; an
+        MCP server still starting adds its tools once ready (``wait_for_tools``)."""
         if self._stack is None:
             return self.registry.declarations()
         return [producer.declaration for producer in self._available().values()]
@@ -695,12 +753,10 @@ class ToolScheduler:
             RecorderError: the configured recorder failed; ``.turn`` holds the completed
                 turn, which was not recorded.
         """
-        if not isinstance(budget, UseConfig):
-            budget = check_budget(budget, name="budget")
-        responses = await self.execute(calls, abort=abort, observer=observer, approve=approve)
-        return await self.complete_turn(responses, budget=budget)
+        limit = self._limit(budget)  # checked before anything runs
+        pending = await self.execute(calls, abort=abort, observer=observer, approve=approve)
+        return await self._complete_turn(pending, limit, USE_CONFIG)
 
-    @traced_execute
     async def execute(
         self,
         calls: Sequence[ToolCall | Mapping[str, Any]],
@@ -709,31 +765,53 @@ class ToolScheduler:
         abort: anyio.Event | None = None,
         observer: BatchObserver | None = None,
         approve: ApprovalCallback | None = None,
-    ) -> list[ToolCallResponse]:
+    ) -> PendingTurn:
         """Run the calls and answer every one of them, in the model's call order.
 
         Calls that cannot run are answered in place (unknown tool, malformed or invalid
-        call, repeated id, denied). Nothing is bounded here: complete the turn once with
-        :meth:`complete_turn`. Nothing a tool raises escapes (``SystemExit`` included);
+        call, repeated id, denied). Nothing is bounded here: the returned turn is completed
+        once with :meth:`complete_turn`, after the runtime added what it answered itself
+        (``PendingTurn.add``). Nothing a tool raises escapes (``SystemExit`` included);
         every call is reported to ``observer`` exactly once (started, then finished).
         """
         self._check_open()
+        telemetry = begin_turn(self.config.session_id)
+        if telemetry is None:
+            plans = await self._run_plans(calls, abort, observer, approve)
+        else:
+            with telemetry.active():
+                try:
+                    plans = await self._run_plans(calls, abort, observer, approve)
+                except BaseException as exc:
+                    telemetry.end_failed(exc)
+                    raise
+            telemetry.mark_executed()
+        responses: list[ToolCallResponse] = []
+        ordinals: list[int] = []
+        for plan in plans:
+            assert plan.response is not None
+            responses.append(plan.response)
+            ordinals.append(plan.ordinal)
+        return PendingTurn(responses, ordinals=ordinals, telemetry=telemetry)
+
+    async def _run_plans(
+        self,
+        calls: Sequence[ToolCall | Mapping[str, Any]],
+        abort: anyio.Event | None,
+        observer: BatchObserver | None,
+        approve: ApprovalCallback | None,
+    ) -> list[_Plan]:
         plans = self._plan(calls)
         reporter = _Reporter(observer)
         for plan in plans:
             if plan.response is not None:
                 reporter.finished(plan)
         await self._execute(plans, abort, reporter, approve)
-        responses: list[ToolCallResponse] = []
-        for plan in plans:
-            assert plan.response is not None
-            responses.append(plan.response)
-        return responses
+        return plans
 
-    @traced_complete_turn
     async def complete_turn(
         self,
-        responses: Sequence[ToolCallResponse],
+        pending: PendingTurn | Sequence[ToolCallResponse],
         /,
         *,
         budget: Budget | float | UseConfig = USE_CONFIG,
@@ -742,9 +820,9 @@ class ToolScheduler:
         """Complete one turn, once: finalize, PostToolBatch hooks, finalize, send guard, record.
 
         Args:
-            responses: every response of the turn in the model's call order: what
-                :meth:`execute` returned, merged with the duplicate, skipped, cancelled and
-                synthetic responses the runtime answered itself.
+            pending: the turn :meth:`execute` returned, with the responses the runtime
+                answered itself added in the model's order; or, for a turn nothing
+                executed, the runtime's responses in call order.
             budget: this turn's budget instead of the configured one.
             recorder: where the turn is recorded instead of the configured recorder
                 (``None``: nowhere), e.g. an agent loop's transcript.
@@ -757,25 +835,63 @@ class ToolScheduler:
 
         Raises:
             ConfigError: ``budget`` is invalid.
+            TurnAlreadyCompleted: ``pending`` was completed before (a turn completes once).
             RecorderError: the recorder failed; ``.turn`` holds the completed turn, which
                 was not recorded.
         """
         self._check_open()
+        return await self._complete_turn(pending, self._limit(budget), recorder)
+
+    def _limit(self, budget: Budget | float | UseConfig) -> Budget:
+        """A turn's budget as given (checked once, here) or the configured one."""
         if isinstance(budget, UseConfig):
-            limit = self.config.budget
-        else:
-            limit = check_budget(budget, name="budget")
+            return self.config.budget
+        return check_budget(budget, name="budget")
+
+    async def _complete_turn(
+        self,
+        pending: PendingTurn | Sequence[ToolCallResponse],
+        limit: Budget,
+        recorder: Recorder | UseConfig | None,
+    ) -> Turn:
+        if not isinstance(pending, PendingTurn):
+            pending = PendingTurn.answered(pending)
+        pending.claim()
+        telemetry = pending.telemetry
+        if telemetry is None:
+            telemetry = begin_turn(self.config.session_id)
+            if telemetry is None:
+                return await self._complete(pending.responses, limit, recorder)
+        with telemetry.active():
+            try:
+                turn = await self._complete(pending.responses, limit, recorder)
+            except BaseException as exc:
+                telemetry.end_failed(exc)
+                raise
+        telemetry.end_completed(pending.answered_by_runtime(), turn, limit)
+        return turn
+
+    async def _complete(
+        self,
+        responses: list[ToolCallResponse],
+        limit: Budget,
+        recorder: Recorder | UseConfig | None,
+    ) -> Turn:
         record = self.config.recorder if isinstance(recorder, UseConfig) else recorder
         lifecycle = self.config.lifecycle
         # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
         context, stop_reason = _call_hook_text(responses)
         finalized = await finalize_tool_responses(
-            list(responses), budget=limit, store=self._store, lifecycle_tools=lifecycle
+            responses, budget=limit, store=self._store, lifecycle_tools=lifecycle
         )
         changed = False
         if self._batch_hooks:
             batch = build_hook_input(
-                finalized, session_id=self.config.session_id, input_chars=hook_input_chars(limit)
+                finalized,
+                session_id=self._session_id,
+                transcript_path=_transcript_path(record) or self._gate.transcript_path,
+                permission_mode=self._gate.permission_mode,
+                input_chars=hook_input_chars(limit),
             )
             output = await run_post_tool_batch_hooks(
                 self._batch_hooks, batch, timeout_s=self.config.hook_timeout
@@ -868,20 +984,19 @@ class ToolScheduler:
         # The deadline is the configured ceiling plus a grace to clean up, or the
         # producer's own timeout (a @tool's) when that is shorter.
         ceiling = self.config.call_timeout
-        own = getattr(producer, "timeout_s", None)
-        if isinstance(own, int | float) and own < ceiling:
+        declaration = producer.declaration
+        own = declaration.timeout_s
+        if own is not None and own < ceiling:
             timeout_s = allowed_s = float(own)
         else:
             timeout_s, allowed_s = ceiling, ceiling + BACKSTOP_GRACE_S
-        # Generic persistence is opt-in per producer: @tool functions have a threshold;
-        # producers that bound their own output (shell, MCP) declare none.
-        threshold = getattr(producer, "output_threshold", None)
-        declaration = producer.declaration
         return _Route(
             producer,
             timeout_s=timeout_s,
             allowed_s=allowed_s,
-            output_threshold=threshold,
+            # Generic persistence is opt-in per producer: @tool functions declare a
+            # threshold; producers that bound their own output (shell, MCP) declare none.
+            output_threshold=declaration.output_threshold,
             needs_permission=declaration.needs_permission and not declaration.trusted,
         )
 
@@ -957,10 +1072,12 @@ class ToolScheduler:
                         # the rest of the loop: the abort watcher, an observer's writer.
                         await anyio.lowlevel.checkpoint()
                     worker.plan = plan
-                    if telemetry is None:
+                    span = None if telemetry is None else telemetry.start_call(plan.call)
+                    if span is None:
                         plan.response = await self._answer(plan, worker, batch)
                     else:
-                        with call_scope(telemetry, plan, plan.call):
+                        plan.span = span
+                        with call_scope(span):
                             plan.response = await self._answer(plan, worker, batch)
                     deadlines.stop(worker)
                     reporter.finished(plan)
@@ -1044,6 +1161,7 @@ class ToolScheduler:
             cancelled=batch.new_event(),
             timeout_s=route.timeout_s,
             progress=progress,
+            output=reporter.output_callback(call),
             deadline=deadline,
             process_policy=self._policy,
         )
@@ -1067,7 +1185,11 @@ class ToolScheduler:
             )
         if route.output_threshold is not None:
             result = await apply_output_threshold(
-                result, call=call, store=self._store, threshold=route.output_threshold
+                result,
+                call=call,
+                store=self._store,
+                threshold=route.output_threshold,
+                deadline=deadline,  # a finished call keeps its output: the persist gives up first
             )
         response = ToolCallResponse.from_result(call, result)
         # Step: PostToolUse / PostToolUseFailure hooks; what they say rides on the response.
@@ -1179,3 +1301,8 @@ def _coerce_call(raw: object, index: int) -> tuple[ToolCall, str | None]:
         f"malformed tool call at position {index}: expected an object with id, name and "
         f"args, got {type(raw).__name__}"
     )
+
+
+def _transcript_path(recorder: Recorder | None) -> str | None:
+    """Where the session is recorded, for hooks' ``transcript_path`` (``None``: nowhere)."""
+    return str(recorder.path) if isinstance(recorder, JsonlRecorder) else None

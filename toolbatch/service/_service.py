@@ -74,7 +74,12 @@ carry a ``message`` are dropped (a newer one follows); the ``queued``, ``running
 final status notifications never are, so memory is bounded by the batches already in
 flight. A ``batch/run`` answer is not built whole: it is serialized ``STREAM_SLICE``
 (1,000) responses at a time as the writer reaches it, and what was written is released; a
-running batch keeps only its calls, not its parsed request. Input limits: a line of at
+running batch keeps only its calls, not its parsed request. Output made as it is written
+counts toward the mark from the moment it is queued, by an estimate of its size
+(``QUEUED_LINE_BYTES`` per "queued" line; an answer ``ANSWER_BASE_BYTES`` plus
+``ANSWER_RESPONSE_BYTES`` per response plus twice its text), so a client that sends 30,000
+small requests and reads nothing stops being read once about 8 MiB of answers wait, instead
+of the service holding 30,000 answers. Input limits: a line of at
 most ``MAX_MESSAGE_BYTES`` (64 MiB) nested at most ``MAX_JSON_DEPTH`` (128) levels; either
 excess is a ``-32600`` for that line only.
 """
@@ -89,6 +94,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeAlias
 
 import anyio
@@ -100,6 +106,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from toolbatch._core import (
     ABSENT,
     MAX_JSON_DEPTH,
+    BatchObserver,
     DescriptorIO,
     JsonTooDeep,
     LineSplitter,
@@ -134,7 +141,6 @@ __all__ = [
     "BatchBackend",
     "BatchCallParams",
     "BatchRunParams",
-    "CallObserver",
     "batch_result",
     "loads_json",
     "parse_batch",
@@ -163,6 +169,12 @@ WRITE_COALESCE_BYTES: Final = 1 * 2**20
 OUTPUT_HIGH_WATER_BYTES: Final = 8 * 2**20
 """Backpressure: while more than this is queued for stdout, no new request is read and
 progress reports with a message are dropped (status changes never are)."""
+QUEUED_LINE_BYTES: Final = 128
+"""What one "queued" progress line counts toward ``OUTPUT_HIGH_WATER_BYTES`` until written."""
+ANSWER_BASE_BYTES: Final = 1_024
+ANSWER_RESPONSE_BYTES: Final = 256
+"""A queued ``batch/run`` answer counts ``ANSWER_BASE_BYTES``, this much per response and
+twice its model-facing text (in ``responses`` and in ``parts``) until it is written."""
 STREAM_SLICE: Final = 1_000
 """A ``batch/run`` answer is serialized this many responses (or parts) at a time."""
 SHUTDOWN_GRACE_S: Final = 30.0
@@ -177,19 +189,6 @@ IdKey: TypeAlias = tuple[str, object]
 # -- the backend the service drives ------------------------------------------------------
 
 
-class CallObserver(Protocol):
-    """Live events of a running batch (the scheduler's ``BatchObserver`` shape)."""
-
-    def call_started(self, call: ToolCall) -> None:
-        """A call began running."""
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        """A running call reported progress."""
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        """A call ended (its response before finalization)."""
-
-
 class BatchBackend(Protocol):
     """What the service runs batches with; the CLI wires a ``ToolScheduler`` behind it."""
 
@@ -198,8 +197,8 @@ class BatchBackend(Protocol):
         """The budget of a batch that gives none (``None``: no budget)."""
         ...
 
-    def declarations(self) -> Sequence[ToolDeclaration]:
-        """Every tool a batch may call."""
+    async def wait_for_tools(self) -> Sequence[ToolDeclaration]:
+        """Every tool a batch may call, once the MCP servers have started or failed."""
         ...
 
     async def run_batch(
@@ -209,7 +208,7 @@ class BatchBackend(Protocol):
         *,
         budget: int | None,
         abort: anyio.Event,
-        observer: CallObserver,
+        observer: BatchObserver,
     ) -> Turn:
         """Run ``calls`` and return the turn finalized against ``budget`` (``None``: none)."""
         ...
@@ -471,7 +470,7 @@ class _BatchProgress:
     def queued(self, calls: Sequence[ToolCall]) -> None:
         # One "queued" line per call, made as the writer gets to them: a 100,000-call
         # batch does not queue 100,000 lines before its first call runs.
-        self._service.enqueue_stream(self._queued_lines(calls))
+        self._service.enqueue_stream(self._queued_lines(calls), QUEUED_LINE_BYTES * len(calls))
 
     def _queued_lines(self, calls: Sequence[ToolCall]) -> Iterator[str]:
         for call in calls:
@@ -528,9 +527,10 @@ class _Service:
     def _send(self, message: dict[str, Any]) -> None:
         self._queued_bytes += self._outbox.put_line(dumps_json_line(message) + "\n")
 
-    def enqueue_stream(self, lines: Iterator[str]) -> None:
-        """Queue output that is made as it is written (whole lines, in order)."""
-        self._outbox.put_stream(lines)
+    def enqueue_stream(self, lines: Iterator[str], size: int) -> None:
+        """Queue output that is made as it is written (whole lines, in order), counted as
+        ``size`` bytes toward the high-water mark until it is written."""
+        self._queued_bytes += self._outbox.put_stream(lines, size)
 
     def written(self, size: int) -> None:
         """The writer wrote ``size`` bytes of queued lines: let reading go on below the mark."""
@@ -681,10 +681,9 @@ class _Service:
         if method == "initialize":
             self._answer(request_id, self._initialize())
         elif method == "tools/list":
-            tools: list[JsonValue] = [
-                declaration.model_dump(mode="json") for declaration in self._backend.declarations()
-            ]
-            self._answer(request_id, {"tools": tools})
+            # MCP servers start in the background: the list waits for them, batches do not.
+            assert self._batches is not None
+            self._batches.start_soon(self._list_tools, request_id)
         elif method == "batch/run":
             self._start_batch(request_id, params)
         elif method == "batch/cancel":
@@ -731,6 +730,11 @@ class _Service:
         abort.set()
         log.info("service.cancel", request_id=target)
         return True
+
+    async def _list_tools(self, request_id: object) -> None:
+        declarations = await self._backend.wait_for_tools()
+        tools: list[JsonValue] = [d.model_dump(mode="json") for d in declarations]
+        self._answer(request_id, {"tools": tools})
 
     def _start_batch(self, request_id: object, params: object) -> None:
         if not isinstance(params, dict):
@@ -795,7 +799,12 @@ class _Service:
             budget=budget,
         )
         del calls
-        self._outbox.put_stream(_streamed_answer(request_id, turn))
+        size = (
+            ANSWER_BASE_BYTES
+            + ANSWER_RESPONSE_BYTES * len(turn.responses)
+            + 2 * turn.content_length
+        )
+        self.enqueue_stream(_streamed_answer(request_id, turn), size)
 
 
 class _NoAnswer:
@@ -803,6 +812,14 @@ class _NoAnswer:
 
 
 _NO_ANSWER: Final = _NoAnswer()
+
+
+@dataclass(slots=True)
+class _Stream:
+    """Output made as it is written, and the bytes it counts toward the mark until then."""
+
+    pieces: Iterator[str]
+    size: int
 
 
 class _Outbox:
@@ -817,7 +834,7 @@ class _Outbox:
     """
 
     def __init__(self) -> None:
-        self._items: deque[bytearray | Iterator[str]] = deque()
+        self._items: deque[bytearray | _Stream] = deque()
         self._ready: anyio.Event | None = None
         self._closed = False
 
@@ -835,11 +852,14 @@ class _Outbox:
             self._wake()
         return len(data)
 
-    def put_stream(self, pieces: Iterator[str]) -> None:
-        """Queue output that is made as it is written (whole lines, in order)."""
-        if not self._closed:
-            self._items.append(pieces)
-            self._wake()
+    def put_stream(self, pieces: Iterator[str], size: int) -> int:
+        """Queue output that is made as it is written (whole lines, in order), counted as
+        ``size`` bytes; the bytes it adds (``0`` once the outbox is closed)."""
+        if self._closed:
+            return 0
+        self._items.append(_Stream(pieces, size))
+        self._wake()
+        return size
 
     def _wake(self) -> None:
         if self._ready is not None:
@@ -856,7 +876,7 @@ class _Outbox:
         self._closed = True
         self._items.clear()
 
-    async def get(self) -> bytearray | Iterator[str] | None:
+    async def get(self) -> bytearray | _Stream | None:
         """The next segment or stream; ``None`` once closed and empty."""
         while not self._items:
             if self._closed:
@@ -936,7 +956,10 @@ async def _write_loop(outbox: _Outbox, output: NonBlockingOutput, service: _Serv
                 finally:
                     service.written(len(item))
             else:
-                await _write_streamed(item, output.write)
+                try:
+                    await _write_streamed(item.pieces, output.write)
+                finally:
+                    service.written(item.size)
         except OSError as exc:
             log.warning("service.output_closed", error=str(exc))
             outbox.abandon()

@@ -19,12 +19,11 @@ from toolbatch.telemetry._runtime import capture_content, configure
 from toolbatch.telemetry._turn import (
     CallTelemetry,
     TurnTelemetry,
+    begin_turn,
     call_scope,
     current_call,
     current_turn,
     note_cuts,
-    traced_complete_turn,
-    traced_execute,
 )
 
 __all__ = [
@@ -34,6 +33,7 @@ __all__ = [
     "McpCallTelemetry",
     "OtlpExport",
     "TurnTelemetry",
+    "begin_turn",
     "call_scope",
     "capture_content",
     "child_environment",
@@ -46,7 +46,5 @@ __all__ = [
     "trace_hook",
     "trace_mcp_call",
     "traced_commit",
-    "traced_complete_turn",
-    "traced_execute",
     "traced_persist",
 ]

@@ -3,19 +3,13 @@ per call.
 
 A turn is ``execute`` then ``complete_turn``, and runtimes call them separately (merging
 what they answered themselves in between), so the turn span cannot be a ``with`` block
-around one method. It is started by whichever comes first, as a child of the span current
-in the caller, and ended when ``complete_turn`` returns:
-
-* ``execute`` starts it (:func:`traced_execute`), runs the calls under it and keeps it
-  pending, keyed by the identity of the responses it returned;
-* ``complete_turn`` (:func:`traced_complete_turn`) takes the pending turn whose responses
-  it was given (the runtime passes the same objects on, merged with its own) or, when
-  there is none (every call answered by the runtime, or a runtime that only completes),
-  starts a turn of its own; it runs finalize, hooks, guard and record under it and ends it.
-
-``run_batch`` is both, so it needs nothing of its own. A turn executed but never completed
-is ended, marked ``toolbatch.turn.completed = false`` and dated when ``execute`` returned,
-once more than ``MAX_PENDING_TURNS`` are waiting or it waited ``PENDING_TTL_S``.
+around one method. ``execute`` starts it (:func:`begin_turn`, a child of the span current
+in the caller), runs the calls under it and hands it to the turn object it returns
+(``PendingTurn.telemetry``); ``complete_turn`` runs finalize, hooks, guard and record
+under the same span and ends it. A turn that nothing executed (every call answered by the
+runtime) gets its span from ``complete_turn``. A turn executed but dropped without a
+completion is ended when the turn object goes away, marked
+``toolbatch.turn.completed = false`` and dated when ``execute`` returned.
 
 Every call gets one ``execute_tool {name}`` span, a child of the turn span: started when a
 worker takes the call (approval included), current while its producer runs (so child
@@ -26,14 +20,12 @@ answered itself get a span too, of no duration, so every response of a turn has 
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from toolbatch.telemetry._bounds import MAX_CONTENT_CHARS, bounded, metric_tool_name
 from toolbatch.telemetry._names import (
@@ -77,25 +69,15 @@ if TYPE_CHECKING:
 __all__ = [
     "CallTelemetry",
     "TurnTelemetry",
+    "begin_turn",
     "call_scope",
     "current_call",
     "current_turn",
     "note_cuts",
-    "traced_complete_turn",
-    "traced_execute",
 ]
-
-MAX_PENDING_TURNS: Final = 128
-"""Turns executed and waiting for ``complete_turn``; past this the oldest is ended."""
-PENDING_TTL_S: Final = 3600.0
-"""A turn waiting this long for ``complete_turn`` is ended as not completed."""
 
 _TURN: ContextVar[TurnTelemetry | None] = ContextVar("toolbatch_telemetry_turn", default=None)
 _CALL: ContextVar[CallTelemetry | None] = ContextVar("toolbatch_telemetry_call", default=None)
-
-S = TypeVar("S")
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def current_turn() -> TurnTelemetry | None:
@@ -253,12 +235,10 @@ class CallTelemetry:
 class _CallScope:
     """Makes a call's span current while its worker runs it (approval and producer)."""
 
-    __slots__ = ("_call", "_context_token", "_key", "_token", "_turn")
+    __slots__ = ("_context_token", "_record", "_token")
 
-    def __init__(self, turn: TurnTelemetry, key: object, call: ToolCall) -> None:
-        self._turn = turn
-        self._key = key
-        self._call = call
+    def __init__(self, record: CallTelemetry) -> None:
+        self._record = record
         self._token: Token[CallTelemetry | None] | None = None
         self._context_token: object = None
 
@@ -267,10 +247,8 @@ class _CallScope:
 
     @never_raises
     def _start(self) -> None:
-        turn = self._turn
-        record = turn.calls.get(id(self._key))
-        if record is None:
-            record = turn.calls[id(self._key)] = CallTelemetry(turn, self._call)
+        record = self._record
+        turn = record.turn
         otel = turn.otel
         self._context_token = otel.context.attach(
             otel.trace.set_span_in_context(record.span, turn.context)
@@ -281,27 +259,12 @@ class _CallScope:
         if self._token is not None:
             _CALL.reset(self._token)
         if self._context_token is not None:
-            self._turn.otel.context.detach(self._context_token)
+            self._record.turn.otel.context.detach(self._context_token)
 
 
-class _NullScope:
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-_NULL_SCOPE: Final = _NullScope()
-
-
-def call_scope(turn: TurnTelemetry | None, key: object, call: ToolCall) -> _CallScope | _NullScope:
-    """``with call_scope(turn, plan, call):`` around running one call (a no-op when off)."""
-    if turn is None:
-        return _NULL_SCOPE
-    return _CallScope(turn, key, call)
+def call_scope(record: CallTelemetry) -> _CallScope:
+    """``with call_scope(record):`` around running one call: its span is current."""
+    return _CallScope(record)
 
 
 class TurnTelemetry:
@@ -314,7 +277,6 @@ class TurnTelemetry:
         "calls",
         "capture",
         "context",
-        "executed",
         "executed_ns",
         "finished",
         "hooks",
@@ -344,9 +306,10 @@ class TurnTelemetry:
             start_time=self.start_ns,
         )
         self.context = otel.trace.set_span_in_context(self.span, parent)
-        self.calls: dict[int, CallTelemetry] = {}
-        self.executed: list[ToolCallResponse] = []
+        self.calls: set[CallTelemetry] = set()
+        """Calls started and not finished yet (ended with the turn)."""
         self.finished: list[CallTelemetry] = []
+        """Calls finished, their spans still open: they end with the turn (``close``)."""
         self.artifacts = 0
         self.artifact_bytes = 0
         self.artifact_failures = 0
@@ -361,23 +324,44 @@ class TurnTelemetry:
     # -- calls ----------------------------------------------------------------------------
 
     @never_raises
-    def call_finished(self, key: object, call: ToolCall, response: ToolCallResponse | None) -> None:
-        """The scheduler reported ``call`` finished (calls answered in place included)."""
-        record = self.calls.pop(id(key), None)
-        if record is None:  # answered in place: it never ran
+    def start_call(self, call: ToolCall) -> CallTelemetry:
+        """A worker takes ``call``: its span starts (a child of the turn's)."""
+        record = CallTelemetry(self, call)
+        self.calls.add(record)
+        return record
+
+    @never_raises
+    def call_finished(
+        self, record: CallTelemetry | None, call: ToolCall, response: ToolCallResponse | None
+    ) -> None:
+        """The scheduler reported ``call`` finished (``record``: ``None`` for a call answered
+        in place, which never ran)."""
+        if record is None:
             now = time.time_ns()
-            record = CallTelemetry(self, call, now)
-            record.finish(response, now)
+            CallTelemetry(self, call, now).finish(response, now)
             return
+        self.calls.discard(record)
         record.finish(response)
 
     def _answered_by_runtime(self, responses: Iterable[ToolCallResponse]) -> None:
-        executed = {id(response) for response in self.executed}
         for response in responses:
-            if id(response) in executed:
-                continue
             now = time.time_ns()
             CallTelemetry(self, _CallOf(response), now).finish(response, now)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """The turn's span is current here (and ``current_turn()`` is this turn)."""
+        token = _TURN.set(self)
+        context_token = self.otel.context.attach(self.context)
+        try:
+            yield
+        finally:
+            self.otel.context.detach(context_token)
+            _TURN.reset(token)
+
+    def mark_executed(self) -> None:
+        """``execute`` returned: a turn never completed ends at this time."""
+        self.executed_ns = time.time_ns()
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -406,7 +390,7 @@ class TurnTelemetry:
     # -- the end --------------------------------------------------------------------------
 
     def _end_calls(self, end_ns: int | None = None, final: Sequence[ToolCallResponse] = ()) -> None:
-        for record in self.calls.values():
+        for record in self.calls:
             record.finish(None, end_ns)
         self.calls.clear()
         by_id: dict[str, list[ToolCallResponse]] = {}
@@ -481,10 +465,11 @@ class TurnTelemetry:
 
     @never_raises
     def end_completed(
-        self, responses: Sequence[ToolCallResponse], turn: Turn, budget: int | None
+        self, answered_by_runtime: Iterable[ToolCallResponse], turn: Turn, budget: int | None
     ) -> None:
-        """End the turn ``complete_turn`` returned."""
-        self._answered_by_runtime(responses)
+        """End the turn ``complete_turn`` returned (``answered_by_runtime``: the responses
+        the runtime added, which get their call spans here)."""
+        self._answered_by_runtime(answered_by_runtime)
         self._end_calls(final=turn.responses)
         self._record_turn(turn, budget)
         self.span.set_attributes({**self._counts(), TURN_COMPLETED: True})
@@ -502,171 +487,15 @@ class _CallOf:
         self.args = response.call_args if response.call_args is not None else {}
 
 
-class _Pending:
-    """Turns executed and not completed yet, found again by their responses' identity."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._turns: OrderedDict[int, TurnTelemetry] = OrderedDict()
-        self._by_response: dict[int, TurnTelemetry] = {}
-        self.waiting = self._by_response
-        """Empty when no turn waits (checked on every batch: a plain dict is cheapest)."""
-
-    def add(self, turn: TurnTelemetry) -> None:
-        expired: list[TurnTelemetry] = []
-        with self._lock:
-            self._turns[id(turn)] = turn
-            for response in turn.executed:
-                self._by_response[id(response)] = turn
-            while len(self._turns) > MAX_PENDING_TURNS:
-                expired.append(self._forget(next(iter(self._turns.values()))))
-        for old in expired:
-            old.end_not_completed()
-
-    def claim(self, responses: Sequence[ToolCallResponse]) -> TurnTelemetry | None:
-        """The pending turn that executed any of ``responses``, removed from the pending."""
-        with self._lock:
-            for response in responses:
-                # Identity is safe: the turn holds its responses, so a live object with the
-                # same id is the same object.
-                turn = self._by_response.get(id(response))
-                if turn is not None:
-                    return self._forget(turn)
+def begin_turn(session_id: str | None) -> TurnTelemetry | None:
+    """A new turn span, a child of the span current here; ``None`` when nothing records
+    (or telemetry itself failed: the batch then runs untraced)."""
+    otel = recording()
+    if otel is None:
         return None
-
-    def expire(self, now_ns: int) -> None:
-        """End the turns that waited too long for ``complete_turn``."""
-        expired: list[TurnTelemetry] = []
-        with self._lock:
-            for turn in list(self._turns.values()):
-                waited = now_ns - (turn.executed_ns or now_ns)
-                if waited < PENDING_TTL_S * 1e9:
-                    break
-                expired.append(self._forget(turn))
-        for old in expired:
-            old.end_not_completed()
-
-    def _forget(self, turn: TurnTelemetry) -> TurnTelemetry:
-        self._turns.pop(id(turn), None)
-        for response in turn.executed:
-            if self._by_response.get(id(response)) is turn:
-                del self._by_response[id(response)]
-        return turn
-
-
-PENDING: Final = _Pending()
+    return _begin(otel, session_id)
 
 
 @never_raises
-def _begin(otel: Otel, scheduler: object) -> TurnTelemetry:
-    if PENDING.waiting:
-        PENDING.expire(time.time_ns())
-    return TurnTelemetry(otel, _session_id(scheduler))
-
-
-def _session_id(scheduler: object) -> str | None:
-    config = getattr(scheduler, "config", None)
-    value = getattr(config, "session_id", None)
-    return value if isinstance(value, str) else None
-
-
-def traced_execute(
-    method: Callable[Concatenate[S, P], Awaitable[list[ToolCallResponse]]],
-) -> Callable[Concatenate[S, P], Awaitable[list[ToolCallResponse]]]:
-    """Decorates ``ToolScheduler.execute``: the calls run under a turn span (see module doc).
-
-    With nothing recording, the method's own coroutine is returned as it is: no extra frame
-    on the path of every batch.
-    """
-
-    @functools.wraps(method)
-    def execute(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[list[ToolCallResponse]]:
-        otel = recording()
-        if otel is None:
-            return method(self, *args, **kwargs)
-        return _traced_execute(otel, method, self, args, kwargs)
-
-    return execute
-
-
-async def _traced_execute(
-    otel: Otel,
-    method: Callable[..., Awaitable[list[ToolCallResponse]]],
-    scheduler: object,
-    args: Any,
-    kwargs: Any,
-) -> list[ToolCallResponse]:
-    turn = _begin(otel, scheduler)
-    if turn is None:  # telemetry itself failed: the batch runs untraced
-        return await method(scheduler, *args, **kwargs)
-    token = _TURN.set(turn)
-    context_token = otel.context.attach(turn.context)
-    try:
-        responses = await method(scheduler, *args, **kwargs)
-    except BaseException as exc:
-        turn.end_failed(exc)
-        raise
-    finally:
-        otel.context.detach(context_token)
-        _TURN.reset(token)
-    turn.executed = list(responses)
-    turn.executed_ns = time.time_ns()
-    PENDING.add(turn)
-    return responses
-
-
-def _budget_of(scheduler: object, budget: object) -> int | None:
-    """The turn's budget as ``complete_turn`` resolves it (``None``: no budget)."""
-    if budget is None or isinstance(budget, bool):
-        return None
-    if isinstance(budget, int):
-        return budget if budget > 0 else None
-    if isinstance(budget, float):
-        return int(budget) if 0 < budget < float("inf") else None
-    configured = getattr(getattr(scheduler, "config", None), "budget", None)  # USE_CONFIG
-    return configured if isinstance(configured, int) else None
-
-
-def traced_complete_turn(
-    method: Callable[Concatenate[S, Sequence[ToolCallResponse], P], Awaitable[Turn]],
-) -> Callable[Concatenate[S, Sequence[ToolCallResponse], P], Awaitable[Turn]]:
-    """Decorates ``ToolScheduler.complete_turn``: finishes the turn ``execute`` started, or
-    starts one (see the module doc); the method's own coroutine when nothing records."""
-
-    @functools.wraps(method)
-    def complete_turn(
-        self: S, responses: Sequence[ToolCallResponse], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Awaitable[Turn]:
-        if not PENDING.waiting and recording() is None:
-            return method(self, responses, *args, **kwargs)
-        return _traced_complete_turn(method, self, responses, args, kwargs)
-
-    return complete_turn
-
-
-async def _traced_complete_turn(
-    method: Callable[..., Awaitable[Turn]],
-    scheduler: object,
-    responses: Sequence[ToolCallResponse],
-    args: Any,
-    kwargs: Any,
-) -> Turn:
-    turn = PENDING.claim(responses)
-    if turn is None:
-        otel = recording()
-        turn = None if otel is None else _begin(otel, scheduler)
-        if turn is None:
-            return await method(scheduler, responses, *args, **kwargs)
-    otel = turn.otel
-    token = _TURN.set(turn)
-    context_token = otel.context.attach(turn.context)
-    try:
-        completed = await method(scheduler, responses, *args, **kwargs)
-    except BaseException as exc:
-        turn.end_failed(exc)
-        raise
-    finally:
-        otel.context.detach(context_token)
-        _TURN.reset(token)
-    turn.end_completed(responses, completed, _budget_of(scheduler, kwargs.get("budget", ...)))
-    return completed
+def _begin(otel: Otel, session_id: str | None) -> TurnTelemetry:
+    return TurnTelemetry(otel, session_id)

@@ -8,7 +8,9 @@ follow Claude Code's and Qwen Code's ``stream-json``, so their SDK parsers read 
 Events (one JSON object each; ``stream-json`` writes one per line)::
 
     init         {"type": "system", "subtype": "init", "uuid", "session_id", "model",
-                  "tools": [str], "cwd"}
+                  "tools": [str], "cwd",
+                  "mcp_servers": [{"name", "status"}] (when given: "pending" while a
+                                 server starts, "connected", "failed", "disabled")}
     message      {"type": "assistant", "uuid", "session_id", "parent_tool_use_id",
                   "message": {"role": "assistant", "model", "stop_reason": null,
                               "content": [{"type": "text", "text"}]}}
@@ -19,6 +21,13 @@ Events (one JSON object each; ``stream-json`` writes one per line)::
                   "message": {"role": "user",
                               "content": [{"type": "tool_result", "tool_use_id",
                                            "content": str, "is_error": bool}]}}
+    tool_progress {"type": "tool_progress", "uuid", "session_id", "tool_use_id",
+                  "tool_name", "parent_tool_use_id", "elapsed_time_seconds",
+                  "status": "started" | "running" | "finished",
+                  "output_bytes": int (when known), "message": str (the tool's latest
+                  progress report, when any), "is_error": bool (with "finished")}
+                  (``stream-json`` only, live: a call's progress as it runs; what the
+                  model receives is the ``tool_result`` events, after the turn completes)
     result       {"type": "result", "subtype": "success" | "error_during_execution",
                   "uuid", "session_id", "is_error", "duration_ms", "num_turns",
                   "result": str (success; also on failure when the run still produced
@@ -44,7 +53,8 @@ Formats:
     ``text``: only the final answer (its rendering for people when one was given, else the
     ``result`` text), then ``Error: <message>`` when the run failed.
     ``json``: one JSON array of all events, written by ``close()``.
-    ``stream-json``: JSON Lines, one event per ``write`` call, flushed as it happens.
+    ``stream-json``: JSON Lines, one event per ``write`` call, flushed as it happens;
+    the only format with ``tool_progress`` events.
     Dual Output (``dual_output=``): the ``stream-json`` events to a sidecar, opened by a
     ``{"type": "system", "subtype": "session_start", "data": {"protocol_version": 2,
     ...}}`` handshake and closed by ``session_end``. Version 2 is the one whose
@@ -63,7 +73,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol, TextIO, TypeAlias
 
@@ -91,6 +101,7 @@ __all__ = [
     "DUAL_OUTPUT_PROTOCOL_VERSION",
     "OutputAdapter",
     "OutputFormat",
+    "ProgressStatus",
     "display_text",
     "dumps_json_line",
     "make_output_adapter",
@@ -101,6 +112,8 @@ log = structlog.get_logger(__name__)
 
 OutputFormat: TypeAlias = Literal["text", "json", "stream-json"]
 """The main output's format."""
+ProgressStatus: TypeAlias = Literal["started", "running", "finished"]
+"""Where a call is, in a ``tool_progress`` event."""
 
 DUAL_OUTPUT_PROTOCOL_VERSION: Final = 2
 """Sidecar protocol: 1 was unbounded; 2 bounds textual ``tool_result.content``."""
@@ -241,6 +254,7 @@ class OutputAdapter:
         *,
         model: str | None = None,
         cwd: str | None = None,
+        mcp_servers: Mapping[str, str] | None = None,
     ) -> None:
         """Announce the session: its id, the tool names on offer and the model.
 
@@ -249,6 +263,8 @@ class OutputAdapter:
             tools: the names of the tools the model may call.
             model: the model's name, if known.
             cwd: the working directory to report; the process's when omitted.
+            mcp_servers: each configured MCP server's status by name (``pending`` while it
+                starts: its tools are not in ``tools`` yet).
         """
         self._session_id = session_id
         self._model = model
@@ -256,15 +272,60 @@ class OutputAdapter:
         for sink in self._sinks:
             if isinstance(sink, _SidecarSink):
                 sink.start(session_id, self._base("system"))
-        self._emit(
-            {
-                **self._base("system"),
-                "subtype": "init",
-                "model": model,
-                "tools": list(tools),
-                "cwd": os.getcwd() if cwd is None else cwd,
-            }
-        )
+        event: Event = {
+            **self._base("system"),
+            "subtype": "init",
+            "model": model,
+            "tools": list(tools),
+            "cwd": os.getcwd() if cwd is None else cwd,
+        }
+        if mcp_servers is not None:
+            event["mcp_servers"] = [
+                {"name": name, "status": status} for name, status in mcp_servers.items()
+            ]
+        self._emit(event)
+
+    def tool_progress(
+        self,
+        call: ToolCall,
+        *,
+        status: ProgressStatus,
+        elapsed_s: float,
+        output_bytes: int | None = None,
+        message: str | None = None,
+        is_error: bool | None = None,
+        parent_tool_use_id: str | None = None,
+    ) -> None:
+        """A running call's live progress (``stream-json`` only; other formats skip it).
+
+        Args:
+            call: the call.
+            status: ``started``, ``running`` or ``finished``.
+            elapsed_s: seconds since the call started.
+            output_bytes: the output it produced so far, when known.
+            message: its latest progress report, if any.
+            is_error: with ``finished``: whether the call failed.
+            parent_tool_use_id: the call of a subagent's parent, if any.
+        """
+        event: Event = {
+            "type": "tool_progress",
+            "uuid": str(uuid.uuid4()),
+            "session_id": self._session_id,
+            "tool_use_id": call.id,
+            "tool_name": call.name,
+            "parent_tool_use_id": parent_tool_use_id,
+            "elapsed_time_seconds": round(elapsed_s, 3),
+            "status": status,
+        }
+        if output_bytes is not None:
+            event["output_bytes"] = output_bytes
+        if message is not None:
+            event["message"] = message
+        if is_error is not None:
+            event["is_error"] = is_error
+        for sink in self._sinks:
+            if type(sink) is _JsonLinesSink:  # live only: not the document, not the sidecar
+                sink.emit(event)
 
     def assistant_message(self, text: str, *, parent_tool_use_id: str | None = None) -> None:
         """The model's text for this turn (the last one is the run's default result)."""

@@ -281,3 +281,44 @@ def test_filters_trust_and_timeouts_are_read_from_every_spelling() -> None:
     assert [log["server"] for log in logs if log["event"] == "mcp.timeout_ignored"] == ["cl"]
     assert q.startup_timeout_s == 1.5
     assert q.auto_approves("e")
+
+
+def test_codex_config_toml_is_read_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codex's [mcp_servers.NAME] tables: stdio with env_vars, streamable HTTP with a bearer
+    token variable and headers; enabled = false keeps a server aside, required has no effect."""
+    monkeypatch.setenv("FIGMA_TOKEN", "tok")
+    monkeypatch.setenv("K2", "two")
+    monkeypatch.setenv("TEAM", "core")
+    path = tmp_path / "config.toml"
+    path.write_text(
+        'model = "o4"\n'
+        "[mcp_servers.docs]\n"
+        'command = "docs-server"\nargs = ["--port", "4000"]\nenv = { K = "v" }\n'
+        'env_vars = ["K2"]\ncwd = "/srv"\nstartup_timeout_sec = 20\ntool_timeout_sec = 30\n'
+        'required = true\nenabled_tools = ["search"]\n'
+        "[mcp_servers.figma]\n"
+        'url = "https://mcp.figma.com/mcp"\nbearer_token_env_var = "FIGMA_TOKEN"\n'
+        'http_headers = { X = "y" }\nenv_http_headers = { X-Team = "TEAM" }\n'
+        '[mcp_servers.off]\ncommand = "x"\nenabled = false\n'
+    )
+    config = load_mcp_config(path)
+    docs = config.servers["docs"]
+    assert isinstance(docs, StdioServerConfig)
+    assert docs.args == ["--port", "4000"]
+    assert docs.env == {"K": "v", "K2": "two"}
+    assert docs.startup_timeout_s == 20
+    assert docs.timeout_s == 30
+    assert docs.include_tools == ("search",)
+    figma = config.servers["figma"]
+    assert isinstance(figma, HttpServerConfig)
+    assert figma.transport == "streamable-http"
+    assert figma.headers == {"X": "y", "X-Team": "core", "Authorization": "Bearer tok"}
+    assert "off" in config.unavailable
+
+
+def test_a_json_string_is_the_document_itself() -> None:
+    """Claude Code's --mcp-config takes the JSON itself."""
+    config = load_mcp_config('{"mcpServers": {"s": {"command": "srv"}}}')
+    assert list(config.servers) == ["s"]

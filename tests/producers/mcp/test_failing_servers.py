@@ -145,7 +145,7 @@ async def test_disabled_filtered_task_only_and_missing_tools_each_say_why(
     ]
     config = SchedulerConfig(mcp_servers={"mcpServers": servers}, artifacts_dir=tmp_path)
     async with ToolScheduler(default_registry(), config) as scheduler:
-        names = {d.name for d in scheduler.declarations()}
+        names = {d.name for d in await scheduler.wait_for_tools()}
         turn = await scheduler.run_batch(calls)
     assert "mcp__t__task_only" not in names  # never offered: toolbatch has no MCP tasks
     assert "mcp__t__pid" not in names

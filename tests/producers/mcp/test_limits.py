@@ -31,8 +31,9 @@ LIMIT_BYTES = 4 * 2**20
 
 class HostileServer(HttpServer):
     def start(self) -> None:
+        legacy = ["--sse", "--flood-max-bytes", str(512 * 2**20)] if self.transport == "sse" else []
         self.process = subprocess.Popen(
-            [sys.executable, str(HOSTILE), "--port", str(self.port)],
+            [sys.executable, str(HOSTILE), "--port", str(self.port), *legacy],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -64,6 +65,7 @@ def _peak_rss_bytes() -> int:
     [
         pytest.param("flood_sse", "sent an event larger than 4,194,304 bytes", id="endless-sse"),
         pytest.param("flood_json", "passed 4,194,304 bytes and was cut off", id="endless-json"),
+        pytest.param("gzip_bomb", "passed 4,194,304 bytes and was cut off", id="gzip-bomb"),
     ],
 )
 def test_an_endless_http_answer_fails_that_call_and_the_host_goes_on(
@@ -80,12 +82,14 @@ def test_an_endless_http_answer_fails_that_call_and_the_host_goes_on(
     assert model_response("e", after) == {"output": "still here"}
 
 
+@pytest.mark.parametrize("tool", ["deep", "unclosed"])
 @pytest.mark.parametrize("server", ["web", "pipe"])
 def test_a_deeply_nested_answer_is_an_error_for_that_call(
-    portal: BlockingPortal, servers: McpServers, server: str
+    portal: BlockingPortal, servers: McpServers, server: str, tool: str
 ) -> None:
-    """5,000 levels over HTTP or stdio: a prompt error (no timeout wait), then calls go on."""
-    deep = run(portal, servers, f"mcp__{server}__deep", timeout_s=30)
+    """5,000 levels over HTTP or stdio, closed or not (issue 29, item 5): a prompt error (no
+    timeout wait) for that call, and the connection is not torn down: calls go on."""
+    deep = run(portal, servers, f"mcp__{server}__{tool}", timeout_s=30)
     assert deep.error is not None
     assert deep.error.type != "timeout"
     assert "nested" in deep.error.message or "recursion" in deep.error.message
@@ -146,3 +150,23 @@ async def test_an_endless_legacy_sse_event_is_cut_off_and_named(tmp_path: Path) 
         http.server_close()
     assert "byte limit" in str(failure), str(failure)
     assert _peak_rss_bytes() - before < 200 * 2**20
+
+
+def test_a_legacy_sse_post_answered_with_an_endless_body_is_dropped_at_the_cap(
+    portal: BlockingPortal,
+) -> None:
+    """Issue 29, item 7: the POST body (1.2 GB once) is read to the cap and dropped; the call
+    gets no answer and times out, memory stays bounded and the session goes on."""
+    http = HostileServer(port=free_port(), transport="sse")
+    http.start()
+    before = _peak_rss_bytes()
+    document = {"old": {"type": "sse", "url": http.url}}
+    try:
+        with running(portal, document, max_message_bytes=LIMIT_BYTES) as servers:
+            flooded = run(portal, servers, "mcp__old__flood_json", timeout_s=5)
+            assert flooded.error is not None
+            assert _peak_rss_bytes() - before < 200 * 2**20
+            after = run(portal, servers, "mcp__old__echo", {"text": "still here"}, timeout_s=30)
+            assert model_response("e", after) == {"output": "still here"}
+    finally:
+        http.stop()

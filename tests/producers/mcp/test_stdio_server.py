@@ -249,21 +249,19 @@ def test_large_text_is_persisted_once_and_previewed(
     assert result.display["text"] == saved
 
 
-def test_several_large_parts_give_several_files(
+def test_several_large_parts_give_one_file_holding_them_all(
     portal: BlockingPortal, servers: McpServers, tmp_path: Path
 ) -> None:
-    """Each text part over the trigger is its own artifact, in order."""
+    """Parts over the trigger make the whole output one artifact and one preview."""
     store = ArtifactStore(tmp_path)
     result = run(portal, servers, "mcp__t__texts", {"sizes": [600_000, 12, 510_000]}, store=store)
-    files = result.persisted_output_files
-    assert files is not None
-    assert [(len(text), text[0]) for text in (path.read_text() for path in files)] == [
-        (600_000, "a"),
-        (510_000, "c"),
-    ]
+    [path] = result.persisted_output_files or ()
+    saved = path.read_text()
+    assert len(saved) == 600_000 + 1 + 12 + 1 + 510_000
+    assert saved[600_000:600_014] == "\n" + "b" * 12 + "\n"
     output = model_response("mcp__t__texts", result)["output"]
-    assert "\n" + "b" * 12 + "\n" in output
-    assert len(output) < 5_000
+    assert output.count(str(path)) == 1
+    assert len(output) < 2_500
 
 
 def test_a_lone_surrogate_from_the_server_does_not_hang_the_call(

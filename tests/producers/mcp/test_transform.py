@@ -190,8 +190,10 @@ async def test_is_error_becomes_an_error_response_with_the_servers_message() -> 
     assert "failed without a message" in silent.error.message
 
 
-async def test_each_large_text_part_is_persisted_once_and_previewed(tmp_path: Path) -> None:
-    """Over the trigger: one file per large part, a ~2,000-char preview naming it."""
+async def test_large_text_parts_are_persisted_once_together_and_previewed(
+    tmp_path: Path,
+) -> None:
+    """Over the trigger: the whole output in one file, one ~2,000-char preview naming it."""
     store = ArtifactStore(tmp_path / "artifacts")
     big_a = "".join(f"a-line {i:05d}\n" for i in range(8000))
     big_b = "b" * 120_000
@@ -202,21 +204,18 @@ async def test_each_large_text_part_is_persisted_once_and_previewed(tmp_path: Pa
         trigger_chars=100_000,
         preview_chars=2_000,
     )
-    files = result.persisted_output_files
-    assert files is not None
-    assert len(files) == 2
-    assert [path.read_text() for path in files] == [big_a, big_b]
-    assert store.written == files
+    [path] = result.persisted_output_files or ()
+    assert path.read_text() == f"short\n{big_a}\n{big_b}"
+    assert store.written == (path,)
     output = output_of(result)
     assert isinstance(output, dict)
     text_out = output["output"]
     assert isinstance(text_out, str)
-    assert text_out.startswith("short\nTool output truncated.\nFull output: ")
-    for path in files:
-        assert str(path) in text_out
-    assert "a-line 00000" in text_out
-    assert big_a not in text_out
-    assert len(text_out) < 2 * 2_000 + 800
+    assert text_out.startswith(f"Tool output truncated.\nFull output: {path}\n")
+    assert text_out.count("Tool output truncated.") == 1
+    assert "short\na-line 00000" in text_out
+    assert len(text_out) < 2_000 + 400
+    assert result.preview is not None
     assert result.display == {"text": f"short\n{big_a}\n{big_b}"}
 
 
@@ -267,11 +266,11 @@ async def test_a_store_that_refuses_the_write_still_shortens_the_text(
     assert os.listdir(tmp_path) == []
 
 
-async def test_two_large_parts_with_one_unsaved_are_not_marked_persisted(
+async def test_large_parts_over_the_store_cap_are_not_marked_persisted(
     tmp_path: Path,
 ) -> None:
-    """Listed files must hold every text the model does not see: when only one of two large
-    parts could be written, the response lists no file (decided, no complete file)."""
+    """Listed files must hold every text the model does not see: when the output could not
+    be written, the response lists no file (decided, no complete file) and says why."""
     store = ArtifactStore(tmp_path, max_total_bytes=60_000)
     result = await transform_result(
         types.CallToolResult(content=[text("a" * 50_000), text("b" * 50_000)]),
@@ -279,7 +278,7 @@ async def test_two_large_parts_with_one_unsaved_are_not_marked_persisted(
         store=store,
         trigger_chars=10_000,
     )
-    assert len(store.written) == 1  # the first part was saved, the second was over the cap
+    assert store.written == ()  # the whole output is over the cap: nothing written
     assert result.persisted_output_files == ()
     assert "The full output was not saved: " in str(output_of(result))
 

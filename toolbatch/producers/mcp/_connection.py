@@ -47,7 +47,11 @@ from toolbatch.producers.mcp._config import (
     StdioServerConfig,
     read_env_file,
 )
-from toolbatch.producers.mcp._limits import bounded_http_client, oversized_failure_message
+from toolbatch.producers.mcp._limits import (
+    bounded_http_client,
+    bounded_http_client_factory,
+    oversized_failure_message,
+)
 from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
 
 __all__ = [
@@ -125,6 +129,8 @@ class McpConnection:
             one SSE event or one HTTP JSON body; see ``_limits.py``).
         on_tools_changed: called with the server's name whenever ``tools`` was listed anew
             (every start, every ``notifications/tools/list_changed``).
+        start_timeout_source: what set ``start_timeout_s``, for the message of a start-up
+            that timed out (the entry's own ``startup_timeout_sec`` is named by itself).
     """
 
     def __init__(
@@ -136,12 +142,16 @@ class McpConnection:
         start_timeout_s: float,
         max_message_bytes: int,
         on_tools_changed: Callable[[str], None] | None = None,
+        start_timeout_source: str = "the default",
     ) -> None:
         self.name = name
         self.config = config
-        self.start_timeout_s = (
-            config.startup_timeout_s if config.startup_timeout_s is not None else start_timeout_s
-        )
+        if config.startup_timeout_s is not None:
+            self.start_timeout_s = config.startup_timeout_s
+            self.start_timeout_source = "set by 'startup_timeout_sec' in its entry"
+        else:
+            self.start_timeout_s = start_timeout_s
+            self.start_timeout_source = start_timeout_source
         self.max_message_bytes = max_message_bytes
         self._on_tools_changed = on_tools_changed
         self._resolved: _Transport | None = None
@@ -160,11 +170,18 @@ class McpConnection:
         self._count = 0
         self._closing = False
         self._wanted: anyio.Event | None = None
+        self._running: anyio.CancelScope | None = None
 
     @property
     def failure(self) -> McpError | None:
         """Why the latest start failed, if it did."""
         return None if self._generation is None else self._generation.failure
+
+    @property
+    def starting(self) -> bool:
+        """Whether a start-up (the first, or a restart) is under way."""
+        gen = self._generation
+        return gen is not None and not gen.settled.is_set() and not self._closing
 
     @property
     def pid(self) -> int | None:
@@ -191,7 +208,11 @@ class McpConnection:
                 self._wanted = anyio.Event()
                 generation = self._generation
                 assert generation is not None
-                await self._run(generation)
+                # ``close()`` cancels a start-up under way: a server that never answers
+                # must not hold up the session's end for its whole start-up timeout.
+                with anyio.CancelScope() as self._running:
+                    await self._run(generation)
+                self._running = None
         finally:
             # A generation requested but never run must still answer the calls waiting on it.
             pending = self._generation
@@ -213,6 +234,8 @@ class McpConnection:
         self._closing = True
         if self._generation is not None:
             self._generation.lost.set()
+            if not self._generation.settled.is_set() and self._running is not None:
+                self._running.cancel()
         if self._wanted is not None:
             self._wanted.set()
 
@@ -374,6 +397,7 @@ class McpConnection:
                     headers=config.headers,
                     timeout=HTTP_CONNECT_TIMEOUT_S,
                     sse_read_timeout=HTTP_READ_TIMEOUT_S,
+                    httpx_client_factory=bounded_http_client_factory(self.max_message_bytes),
                 ) as (read_stream, write_stream),
                 self._session(read_stream, write_stream, handler) as session,
             ):
@@ -438,9 +462,10 @@ class McpConnection:
         elif isinstance(exc, TimeoutError):
             message = (
                 f"{where} did not finish start-up (initialize and tools/list) within "
-                f"{self.start_timeout_s:g} s; if it is only slow, raise 'startup_timeout_sec' "
-                f"in its entry, MCP_TIMEOUT (milliseconds) or "
-                f"SchedulerConfig(mcp_startup_timeout=...)"
+                f"{self.start_timeout_s:g} s ({self.start_timeout_source}); if it is only "
+                f"slow, raise 'startup_timeout_sec' in its entry, or for every server "
+                f"--mcp-startup-timeout SECONDS (toolbatch run, serve, acp), "
+                f"SchedulerConfig(mcp_startup_timeout=...) or MCP_TIMEOUT (milliseconds)"
             )
         elif (
             generation.died_starting and transport is not None and transport.returncode is not None

@@ -41,7 +41,7 @@ import re
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from types import MappingProxyType, TracebackType
-from typing import Final, Self
+from typing import Final, Literal, Self, TypeAlias
 
 import anyio
 import mcp_types as types
@@ -75,12 +75,16 @@ __all__ = [
     "MAX_TOOL_NAME_CHARS",
     "MCP_TIMEOUT_ENV",
     "MCP_TOOL_TIMEOUT_ENV",
+    "McpServerStatus",
     "McpServers",
     "McpToolProducer",
     "mcp_tool_name",
 ]
 
 log = structlog.get_logger("toolbatch.mcp")
+
+McpServerStatus: TypeAlias = Literal["pending", "connected", "failed", "disabled"]
+"""A configured server's status (Claude Code's ``system/init`` ``mcp_servers`` words)."""
 
 DEFAULT_MCP_TIMEOUT_S: Final = 60.0
 """The call timeout of a server whose entry sets no ``timeout``."""
@@ -159,6 +163,10 @@ class McpToolProducer:
             timeout_s = min(timeout_s, context.timeout_s)
         # Nobody listens to the default callback: skip the SDK's progress plumbing then.
         progress = None if context.progress is UNWATCHED_PROGRESS else context.progress
+        # The call's time covers saving its result: the persist ends by then.
+        persist_by = anyio.current_time() + timeout_s
+        if context.deadline is not None:
+            persist_by = min(persist_by, context.deadline)
         connection = self._connection
         url = connection.config.url if isinstance(connection.config, HttpServerConfig) else None
         traced = trace_mcp_call(
@@ -191,6 +199,7 @@ class McpToolProducer:
             store=context.store,
             trigger_chars=self._trigger_chars,
             preview_chars=self._preview_chars,
+            persist_deadline=persist_by,
             log=context.log,
         )
 
@@ -207,7 +216,11 @@ class UnavailableToolProducer:
         self._servers = servers
         self._server = server
         self._reason = reason
-        self._declaration = ToolDeclaration(name=name, description=reason)
+        # A server still starting: its whole-server trust already applies (the permission
+        # gate sees this declaration before the call waits for the server).
+        connection = servers._connections.get(server)
+        trusted = connection is not None and connection.config.trust
+        self._declaration = ToolDeclaration(name=name, description=reason, trusted=trusted)
 
     @property
     def declaration(self) -> ToolDeclaration:
@@ -220,7 +233,16 @@ class UnavailableToolProducer:
         return self._server
 
     async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
-        """Retry a failed server once, else answer with the reason."""
+        """Wait for a server still starting; retry a failed server once; else answer with
+        the reason."""
+        servers = self._servers
+        if servers.starting(self._server):
+            context.progress(f"connecting to {self._server}")
+            context.log.info("mcp.waiting_for_server", server=self._server)
+            await servers.wait_started(self._server)
+            producer = servers.live_producer(call.name)
+            if producer is not None:
+                return await producer.run(call, context)
         reason = await self._servers.revive(self._server, call.name)
         if reason is None:
             producer = self._servers.live_producer(call.name)
@@ -251,6 +273,11 @@ class McpServers:
         preview_chars: how much of such a part the model sees.
         max_message_bytes: the largest message accepted from a server: a stdio line, one
             SSE event or one HTTP JSON body (``_limits.py``).
+        wait_for_start: whether entering waits until every server has started or failed
+            (``True``), or returns at once while they start in the background (``False``,
+            what ``ToolScheduler`` does): each server's tools appear when it is ready, a
+            call to a server still starting waits for that server only (``lookup``),
+            and ``wait_started()`` waits for them all.
     """
 
     def __init__(
@@ -262,6 +289,7 @@ class McpServers:
         large_output_trigger_chars: int = DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        wait_for_start: bool = True,
     ) -> None:
         if not isinstance(config, McpConfig):
             raise ConfigError(
@@ -270,8 +298,17 @@ class McpServers:
             )
         if default_timeout_s is None:
             default_timeout_s = _env_seconds(MCP_TOOL_TIMEOUT_ENV, DEFAULT_MCP_TIMEOUT_S)
-        if start_timeout_s is None:
+        if start_timeout_s is not None:
+            source = (
+                "set by --mcp-startup-timeout (toolbatch) or "
+                "SchedulerConfig(mcp_startup_timeout=...)"
+            )
+        elif os.environ.get(MCP_TIMEOUT_ENV, "").strip():
             start_timeout_s = _env_seconds(MCP_TIMEOUT_ENV, DEFAULT_START_TIMEOUT_S)
+            source = f"set by {MCP_TIMEOUT_ENV}={os.environ[MCP_TIMEOUT_ENV].strip()} ms"
+        else:
+            start_timeout_s = DEFAULT_START_TIMEOUT_S
+            source = "the default"
         _check_positive("default_timeout_s", default_timeout_s, "seconds")
         _check_positive("start_timeout_s", start_timeout_s, "seconds")
         _check_positive("large_output_trigger_chars", large_output_trigger_chars, "characters")
@@ -289,6 +326,7 @@ class McpServers:
                 start_timeout_s=start_timeout_s,
                 max_message_bytes=max_message_bytes,
                 on_tools_changed=self._tools_changed,
+                start_timeout_source=source,
             )
             for name, entry in config.servers.items()
         }
@@ -303,6 +341,8 @@ class McpServers:
             name: McpError(reason, server=name) for name, reason in config.unavailable.items()
         }
         self._stack: AsyncExitStack | None = None
+        self._wait_for_start = wait_for_start
+        self._closing = False
         self._entered = False
         self._collected = False
         self._version = 0
@@ -318,6 +358,41 @@ class McpServers:
     def server_names(self) -> tuple[str, ...]:
         """Every configured server, in document order."""
         return tuple(self._connections)
+
+    def statuses(self) -> dict[str, McpServerStatus]:
+        """Each configured server's status by name, in document order: ``pending`` while
+        it starts, ``connected``, ``failed`` (it could not start, or stopped and could not
+        restart), ``disabled`` (the config does not let it start: disabled, or a transport
+        toolbatch lacks)."""
+        statuses: dict[str, McpServerStatus] = {}
+        for name, connection in self._connections.items():
+            if connection.starting:
+                statuses[name] = "pending"
+            elif name in self._failures or connection.failure is not None:
+                statuses[name] = "failed"
+            else:
+                statuses[name] = "connected"
+        for name in self.config.unavailable:
+            statuses[name] = "disabled"
+        return statuses
+
+    def starting(self, server: str) -> bool:
+        """Whether ``server`` is starting (or restarting) now."""
+        connection = self._connections.get(server)
+        return connection is not None and connection.starting
+
+    async def wait_started(self, server: str | None = None) -> None:
+        """Wait until ``server`` (default: every server) has started or failed; each
+        start-up is bounded by its own start-up timeout."""
+        connections = (
+            list(self._connections.values())
+            if server is None
+            else [self._connections[server]]
+            if server in self._connections
+            else []
+        )
+        for connection in connections:
+            await connection.wait_started()
 
     def producers(self) -> list[Producer]:
         """One producer per discovered tool, servers in document order, tools as listed."""
@@ -420,13 +495,19 @@ class McpServers:
             tg = await stack.enter_async_context(anyio.create_task_group())
             for connection in self._connections.values():
                 await tg.start(connection.supervise)
-            # Each start-up bounds itself; this is a backstop against a wedged shutdown.
-            # (twice the start-up: an ``auto`` HTTP entry may try two transports).
-            longest = max((c.start_timeout_s for c in self._connections.values()), default=0.0)
-            with anyio.move_on_after(2 * longest + SHUTDOWN_S + 5):
-                for connection in self._connections.values():
-                    await connection.wait_started()
-            self._collect()
+            if self._wait_for_start:
+                # Each start-up bounds itself; this is a backstop against a wedged shutdown.
+                # (twice the start-up: an ``auto`` HTTP entry may try two transports).
+                longest = max((c.start_timeout_s for c in self._connections.values()), default=0.0)
+                with anyio.move_on_after(2 * longest + SHUTDOWN_S + 5):
+                    for connection in self._connections.values():
+                        await connection.wait_started()
+                self._collect()
+            else:
+                self._collected = True  # each server's tools join as it lists them
+                self._rebuild()
+                for name, connection in self._connections.items():
+                    tg.start_soon(self._settle, name, connection)
         except BaseException:
             self._close_connections()
             await stack.__aexit__(None, None, None)
@@ -440,6 +521,10 @@ class McpServers:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self._closing = True
+        still_starting = [name for name, c in self._connections.items() if c.starting]
+        if still_starting:
+            log.info("mcp.servers_stopped_starting", servers=still_starting)
         self._close_connections()
         stack, self._stack = self._stack, None
         if stack is not None:
@@ -467,6 +552,18 @@ class McpServers:
             tools=len(self._producers),
             failed=sorted(self._failures),
         )
+
+    async def _settle(self, name: str, connection: McpConnection) -> None:
+        """A server started in the background: note its failure (once) when it fails."""
+        await connection.wait_started()
+        if self._closing:
+            return
+        failure = connection.failure
+        if failure is not None or connection.server_info is None:
+            self._failures[name] = failure or McpError(
+                f"MCP server {name!r} did not start", server=name
+            )
+            self._rebuild()
 
     def _tools_changed(self, server: str) -> None:
         self._failures.pop(server, None)

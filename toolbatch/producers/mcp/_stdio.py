@@ -124,6 +124,9 @@ def _decode_taken(holder: list[bytes | bytearray]) -> SessionMessage | Exception
     size = len(line)
     first_error: Exception | None = None
     data: Any = None
+    if size > LARGE_MESSAGE_BYTES and json_too_deep(line):
+        log.warning("mcp.message_too_deep", bytes=size, limit=MAX_JSON_DEPTH)
+        return refuse_deep_message(bytes(line))
     if size > LARGE_MESSAGE_BYTES:
         # The stdlib parser on the decoded text: the bytes go before it parses, and it
         # holds the text and its result (2x the message), where pydantic-core holds the

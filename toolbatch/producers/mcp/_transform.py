@@ -11,20 +11,22 @@
 * ``structuredContent`` is kept for display (and is the output when there is no content);
 * ``isError`` makes an error result whose message is the server's text.
 
-A text part longer than the trigger (500,000 characters, as Qwen Code's MCP tool) is
-written once to the artifact store and replaced in the model response by a preview of
-about 2,000 characters that names the file, in the one preview format (``toolbatch._core._preview``:
-head and tail). ``persisted_output_files`` lists every file
-written for the call when every shortened part was saved, is ``()`` when any part was
-shortened without a file (listed files must hold all the text the model does not see), and
-``None`` when nothing was shortened. The display keeps the full transformed result.
+When a text part is longer than the trigger (500,000 characters, as Qwen Code's MCP
+tool), the whole text output (every text part, joined by newlines as the model gets them)
+is written once to the artifact store and replaced in the model response by one preview of
+about 2,000 characters that names the file, in the one preview format
+(``toolbatch._core._preview``: one header, head and tail). ``persisted_output_files`` is
+that file when it was written (it holds everything a later cut could remove), ``()`` when
+the output was shortened without a file (no store, a failed write, or the persistence
+deadline passed: the preview says so), and ``None`` when nothing was shortened. The
+display keeps the full transformed result.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -48,8 +50,7 @@ from toolbatch._core import (
     suffix_for_mime,
     unsaved_note,
 )
-from toolbatch.artifacts import ArtifactStore
-from toolbatch.errors import ArtifactError
+from toolbatch.artifacts import ArtifactStore, persist_within
 from toolbatch.producers._binary import persist_binary
 
 __all__ = [
@@ -72,10 +73,8 @@ INLINE_DECODE_CHARS: Final = 1 * 2**20
 @dataclass(slots=True)
 class _Bounded:
     texts: list[str]
-    shortened: bool
-    files: list[Path]
-    unsaved: int = 0
-    previews: list[Preview] = field(default_factory=list)
+    persisted: tuple[Path, ...] | None = None
+    preview: Preview | None = None
 
 
 def _media_part(block: types.ImageContent | types.AudioContent) -> InlineDataPart:
@@ -94,7 +93,11 @@ def _describe_link(block: types.ResourceLink) -> str:
 
 
 async def _describe_resource(
-    block: types.EmbeddedResource, *, call: ToolCall, store: ArtifactStore | None
+    block: types.EmbeddedResource,
+    *,
+    call: ToolCall,
+    store: ArtifactStore | None,
+    persist_deadline: float | None,
 ) -> str:
     """The resource's text for the model (a binary one is saved first)."""
     resource = block.resource
@@ -110,7 +113,9 @@ async def _describe_resource(
     suffix = suffix_for_mime(resource.mime_type)
     if suffix == ".bin" and sniffed is not None:
         suffix = sniffed.suffix
-    saved = await persist_binary(data, call=call, store=store, suffix=suffix)
+    saved = await persist_binary(
+        data, call=call, store=store, suffix=suffix, deadline=persist_deadline
+    )
     text = f"[Resource <{resource.uri}>{mime}: {len(data):,} bytes of binary data, not shown; "
     return f"{text}{saved.where()}]"
 
@@ -128,37 +133,36 @@ async def _bound_texts(
     store: ArtifactStore | None,
     trigger_chars: int,
     preview_chars: int,
+    persist_deadline: float | None,
     log: Any,
 ) -> _Bounded:
-    bounded = _Bounded(texts=[], shortened=False, files=[])
-    for text in texts:
-        if len(text) <= trigger_chars:
-            bounded.texts.append(text)
-            continue
-        bounded.shortened = True
-        path: Path | None = None
-        notes: tuple[str, ...] = ()
-        if store is None:
-            notes = (unsaved_note("no artifact store is configured"),)
+    """The texts the model gets: all of them, or one preview of them all.
+
+    When any text part is over the trigger, the whole output (every text part, joined as
+    the model would get them) is written to one file and previewed once, with one header:
+    a file that held only the long parts would lack what a later cut removes from the
+    others, and a preview per part would put several headers in one result.
+    """
+    if all(len(text) <= trigger_chars for text in texts):
+        return _Bounded(texts=texts)
+    output = "\n".join(texts)
+    files: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = (unsaved_note("no artifact store is configured"),)
+    if store is not None:
+        saved = await persist_within(store, call.id, call.name, output, deadline=persist_deadline)
+        if isinstance(saved, Path):
+            files, notes = (saved,), ()
         else:
-            try:
-                path = await store.persist(call.id, call.name, text)
-            except ArtifactError as exc:
-                log.warning("mcp.persist_failed", chars=len(text), error=str(exc))
-                notes = (unsaved_note(str(exc)),)
-        if path is None:
-            bounded.unsaved += 1
-        elif path not in bounded.files:
-            bounded.files.append(path)
-        if len(text) <= preview_chars:
-            bounded.texts.append(text)  # over the trigger, within the preview: shown whole
-            continue
-        source = Excerpt(text, text, len(text), notes=notes)
-        paths = [str(path)] if path is not None else []
-        preview = make_preview(source, preview_chars, paths=paths)
-        bounded.previews.append(preview)
-        bounded.texts.append(preview.text)
-    return bounded
+            log.warning("mcp.persist_failed", chars=len(output), error=saved)
+            notes = (unsaved_note(saved),)
+    if len(output) <= preview_chars:  # over the trigger, within the preview: shown whole
+        return _Bounded(texts=[output], persisted=files)
+    preview = make_preview(
+        Excerpt(output, output, len(output), notes=notes),
+        preview_chars,
+        paths=[str(path) for path in files],
+    )
+    return _Bounded(texts=[preview.text], persisted=files, preview=preview)
 
 
 async def transform_result(
@@ -168,6 +172,7 @@ async def transform_result(
     store: ArtifactStore | None,
     trigger_chars: int = DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
     preview_chars: int = DEFAULT_PREVIEW_CHARS,
+    persist_deadline: float | None = None,
     log: Any = None,
 ) -> ToolResult:
     """The ``ToolResult`` for one MCP tool result (see the module docstring).
@@ -177,7 +182,10 @@ async def transform_result(
         call: the call it answers (its id and name name the artifacts).
         store: where over-long text parts are written (``None``: shortened without a file).
         trigger_chars: text parts longer than this are persisted and previewed.
-        preview_chars: how much of such a part the model sees.
+        preview_chars: how much of such output the model sees.
+        persist_deadline: when to stop waiting for the artifact (on the anyio clock;
+            ``None``: ``DEFAULT_PERSIST_TIMEOUT_S`` from when it starts); past it the
+            preview says the output was not saved.
         log: a structlog logger bound to the call.
     """
     if log is None:
@@ -193,7 +201,10 @@ async def transform_result(
             size = base64_decoded_size(block.data)
             display_media.append({"type": block.type, "mimeType": block.mime_type, "bytes": size})
         elif isinstance(block, types.EmbeddedResource):
-            texts.append(await _describe_resource(block, call=call, store=store))
+            described = await _describe_resource(
+                block, call=call, store=store, persist_deadline=persist_deadline
+            )
+            texts.append(described)
         elif isinstance(block, types.ResourceLink):
             texts.append(_describe_link(block))
         else:  # a content type newer than this client
@@ -207,6 +218,7 @@ async def transform_result(
         store=store,
         trigger_chars=trigger_chars,
         preview_chars=preview_chars,
+        persist_deadline=persist_deadline,
         log=log,
     )
     display: dict[str, JsonValue] = {"text": "\n".join(texts)}
@@ -216,11 +228,7 @@ async def transform_result(
         display["structuredContent"] = structured
     if result.is_error:
         display["isError"] = True
-    # Listed files must hold every text the model does not see: when one shortened part
-    # could not be saved, the response is decided without a complete file.
-    persisted: tuple[Path, ...] | None = None
-    if bounded.shortened:
-        persisted = () if bounded.unsaved else tuple(bounded.files)
+    persisted = bounded.persisted
     if result.is_error:
         message = "\n".join(bounded.texts) or f"MCP tool {call.name!r} failed without a message"
         failed = ToolResult.failure(message, type="mcp_tool_error")
@@ -233,12 +241,11 @@ async def transform_result(
         )
     content: list[Part] = [TextPart.model_construct(text=text) for text in bounded.texts]
     content.extend(media)
-    # The finalizer can shorten the preview from what it kept when it is the whole output.
-    preview = bounded.previews[0] if len(bounded.texts) == 1 and bounded.previews else None
+    # The finalizer shortens the preview from what it kept, under the same one header.
     return ToolResult.model_construct(
         content=content,
         display=display,
         error=None,
         persisted_output_files=persisted,
-        preview=preview,
+        preview=bounded.preview,
     )

@@ -1,0 +1,266 @@
+"""Issue 32: a 50-call turn through each framework integration against the framework's own
+tool execution, side by side in one run (target: at most 1.2x).
+
+Each row times one model turn of 50 calls of a trivial async tool (``add``), and the model's
+next turn, which the calls' results go back to (the batch boundary where the integrations
+complete the turn), with the framework's own test model:
+
+* LangGraph: a one-node graph of ``ToolNode([add])`` against one of
+  ``ToolbatchNode(tools=[add])``, on the same ``AIMessage`` (the same LangChain tool, run
+  through toolbatch's scheduler).
+* pydantic-ai: ``Agent.run`` with ``FunctionModel`` (50 calls, then an answer), the tool as
+  the agent's own function tool against the same tool in a ``ToolbatchToolset`` with its
+  history processor.
+* The OpenAI Agents SDK: ``Runner.run`` with a scripted ``Model``, ``function_tool(add)``
+  against ``ToolbatchTools`` with its ``model_input_filter``.
+* mini-swe-agent (its only tool is the shell): ``DefaultAgent`` on a response of 50 ``true``
+  actions with ``LocalEnvironment`` against ``ToolbatchAgent`` with ``ToolbatchEnvironment``
+  (sandboxed, run as one concurrent batch).
+
+The two sides alternate within each round, so load drift on this shared machine falls on
+both alike; the figure is the median wall time of the rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bench._report import Row, Target
+from toolbatch import Registry, SchedulerConfig, tool
+
+CALLS = 50
+TARGET_RATIO = 1.2
+"""Issue 32: the integration's turn at most 1.2x the framework's own tool execution."""
+
+
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _row(framework: str, ours: list[float], theirs: list[float], baseline: str) -> Row:
+    ours_ms = statistics.median(ours) * 1e3
+    theirs_ms = statistics.median(theirs) * 1e3
+    return Row(
+        area="integrations",
+        name=f"{framework}: a {CALLS}-call turn of a trivial tool (median of {len(ours)})",
+        value=ours_ms,
+        unit="ms",
+        baseline=baseline,
+        baseline_value=theirs_ms,
+        ratio=ours_ms / theirs_ms,
+        target=f"<= {TARGET_RATIO:g} (ratio = integration / framework's own, wall time)",
+        goal=Target("ratio", "<=", TARGET_RATIO),
+    )
+
+
+async def _alternate(
+    ours: Callable[[], Awaitable[None]], theirs: Callable[[], Awaitable[None]], rounds: int
+) -> tuple[list[float], list[float]]:
+    for _ in range(3):  # warm both paths up
+        await ours()
+        await theirs()
+    timed_ours: list[float] = []
+    timed_theirs: list[float] = []
+    for index in range(rounds):
+        for run_ours in (index % 2 == 0, index % 2 == 1):
+            started = time.perf_counter()
+            await (ours() if run_ours else theirs())
+            (timed_ours if run_ours else timed_theirs).append(time.perf_counter() - started)
+    return timed_ours, timed_theirs
+
+
+# -- LangGraph ----------------------------------------------------------------------------
+
+
+async def _langgraph(rounds: int, tmp: str) -> Row:
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool as langchain_tool
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from toolbatch.integrations.langgraph import ToolbatchNode
+
+    lc_add = langchain_tool(add)
+    message = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "add", "args": {"a": index, "b": 1}, "id": f"c{index}"}
+            for index in range(CALLS)
+        ],
+    )
+    state = {"messages": [message]}
+
+    def graph_of(node: Any) -> Any:
+        graph = StateGraph(MessagesState)
+        graph.add_node("tools", node)
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        return graph.compile()
+
+    own = graph_of(ToolNode([lc_add]))
+    async with ToolbatchNode(
+        SchedulerConfig(artifacts_dir=tmp), registry=Registry(), tools=[lc_add]
+    ) as node:
+        graph = graph_of(node)
+
+        async def ours() -> None:
+            out = await graph.ainvoke(state)
+            assert len(out["messages"]) == CALLS + 1
+
+        async def theirs() -> None:
+            out = await own.ainvoke(state)
+            assert len(out["messages"]) == CALLS + 1
+
+        timed = await _alternate(ours, theirs, rounds)
+    return _row("LangGraph", *timed, "ToolNode([add]) in the same one-node graph")
+
+
+# -- pydantic-ai --------------------------------------------------------------------------
+
+
+async def _pydantic_ai(rounds: int, tmp: str) -> Row:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        del info
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(
+            parts=[
+                ToolCallPart("add", {"a": index, "b": 1}, tool_call_id=f"c{index}")
+                for index in range(CALLS)
+            ]
+        )
+
+    own = Agent(FunctionModel(model), tools=[add])
+    ts = ToolbatchToolset(
+        SchedulerConfig(artifacts_dir=tmp), registry=Registry([tool(output_threshold=None)(add)])
+    )
+    agent = Agent(FunctionModel(model), toolsets=[ts], capabilities=[ts.capability])
+    async with ts:
+
+        async def ours() -> None:
+            assert (await agent.run("go")).output == "done"
+
+        async def theirs() -> None:
+            assert (await own.run("go")).output == "done"
+
+        timed = await _alternate(ours, theirs, rounds)
+    return _row("pydantic-ai", *timed, "Agent(tools=[add]).run, the same FunctionModel")
+
+
+# -- the OpenAI Agents SDK ----------------------------------------------------------------
+
+
+async def _openai_agents(rounds: int, tmp: str) -> Row:
+    from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
+    from agents.models.interface import Model
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    from toolbatch.integrations.openai_agents import ToolbatchTools
+
+    class TwoTurns(Model):
+        async def get_response(self, system_instructions, input, *args, **kwargs):  # type: ignore[no-untyped-def]
+            del system_instructions, args, kwargs
+            if any(item.get("type") == "function_call_output" for item in input):
+                output: list[Any] = [
+                    ResponseOutputMessage(
+                        id="m",
+                        type="message",
+                        role="assistant",
+                        status="completed",
+                        content=[
+                            ResponseOutputText(type="output_text", text="done", annotations=[])
+                        ],
+                    )
+                ]
+            else:
+                output = [
+                    ResponseFunctionToolCall(
+                        type="function_call",
+                        call_id=f"c{index}",
+                        name="add",
+                        arguments=json.dumps({"a": index, "b": 1}),
+                    )
+                    for index in range(CALLS)
+                ]
+            return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    own = Agent(name="own", model=TwoTurns(), tools=[function_tool(add)])
+    own_config = RunConfig(tracing_disabled=True)
+    registry = Registry([tool(output_threshold=None)(add)])
+    async with ToolbatchTools(SchedulerConfig(artifacts_dir=tmp), registry=registry) as tb:
+        agent = Agent(name="ours", model=TwoTurns(), tools=tb.tools)
+        config = RunConfig(call_model_input_filter=tb.model_input_filter, tracing_disabled=True)
+
+        async def ours() -> None:
+            assert (await Runner.run(agent, "go", run_config=config)).final_output == "done"
+
+        async def theirs() -> None:
+            assert (await Runner.run(own, "go", run_config=own_config)).final_output == "done"
+
+        timed = await _alternate(ours, theirs, rounds)
+    return _row("OpenAI Agents SDK", *timed, "Runner.run with function_tool(add)")
+
+
+# -- mini-swe-agent -----------------------------------------------------------------------
+
+
+async def _mini_swe_agent(rounds: int, tmp: str) -> Row:
+    from minisweagent.agents.default import DefaultAgent
+    from minisweagent.environments.local import LocalEnvironment
+    from minisweagent.models.test_models import DeterministicModel, make_output
+
+    from toolbatch.integrations.mini_swe_agent import ToolbatchAgent, ToolbatchEnvironment
+
+    actions = [{"command": "true"} for _ in range(CALLS)]
+    submit = [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]
+    templates = {"system_template": "system", "instance_template": "{{task}}", "cost_limit": 0}
+
+    def run_once(agent_class: type[DefaultAgent], env: Any) -> None:
+        model = DeterministicModel(outputs=[make_output("", actions), make_output("", submit)])
+        result = agent_class(model, env, **templates).run("go")
+        assert result["exit_status"] == "Submitted", result
+
+    local = LocalEnvironment()
+    with ToolbatchEnvironment(artifacts_dir=tmp) as env:
+
+        async def ours() -> None:
+            await asyncio.to_thread(run_once, ToolbatchAgent, env)
+
+        async def theirs() -> None:
+            await asyncio.to_thread(run_once, DefaultAgent, local)
+
+        timed = await _alternate(ours, theirs, rounds)
+    return _row(
+        "mini-swe-agent",
+        *timed,
+        "DefaultAgent with LocalEnvironment (subprocess.run per action, unconfined)",
+    )
+
+
+def run(quick: bool) -> list[Row]:
+    rounds = 5 if quick else 15
+    rows: list[Row] = []
+    for bench in (_langgraph, _pydantic_ai, _openai_agents, _mini_swe_agent):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows.append(asyncio.run(bench(rounds, tmp)))
+    return rows

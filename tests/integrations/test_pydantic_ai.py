@@ -1,0 +1,133 @@
+"""ToolbatchToolset in pydantic-ai's own agent loop, driven by its FunctionModel."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from tests.integrations._support import (
+    BIG_COMMAND,
+    BUDGET,
+    SMALL_COMMAND,
+    alive,
+    check_bounded,
+    pid_command,
+    wait_for_pid,
+)
+from toolbatch import JsonlRecorder, SchedulerConfig, load_session
+from toolbatch.hooks import PostToolBatchOutput
+from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
+
+class ScriptedFunction:
+    """A FunctionModel function: one scripted response per request, every request kept."""
+
+    def __init__(self, *responses: ModelResponse) -> None:
+        self.responses = list(responses)
+        self.requests: list[list[ModelMessage]] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        del info
+        self.requests.append(list(messages))
+        return self.responses.pop(0)
+
+
+def _shell_calls(*commands: str) -> ModelResponse:
+    return ModelResponse(
+        parts=[
+            ToolCallPart("run_shell_command", {"command": command}, tool_call_id=f"c{index}")
+            for index, command in enumerate(commands)
+        ]
+    )
+
+
+def _returns(request: list[ModelMessage]) -> list[ToolReturnPart]:
+    last = request[-1]
+    assert isinstance(last, ModelRequest)
+    return [part for part in last.parts if isinstance(part, ToolReturnPart)]
+
+
+async def test_a_turn_of_three_calls_reaches_the_model_bounded_in_order(tmp_path: Path) -> None:
+    """The next request's tool returns fit the budget, name their artifacts, keep their ids."""
+    script = ScriptedFunction(
+        _shell_calls(BIG_COMMAND, SMALL_COMMAND, BIG_COMMAND, BIG_COMMAND),
+        _shell_calls(SMALL_COMMAND),
+        ModelResponse(parts=[TextPart("done")]),
+    )
+    record = tmp_path / "turns.jsonl"
+    ts = ToolbatchToolset(
+        SchedulerConfig(
+            batch_budget=BUDGET, artifacts_dir=tmp_path / "art", recorder=JsonlRecorder(record)
+        )
+    )
+    agent = Agent(FunctionModel(script), toolsets=[ts], capabilities=[ts.capability])
+    result = await agent.run("go")
+    assert result.output == "done"
+    assert len(script.requests) == 3
+    returns = _returns(script.requests[1])
+    assert [part.tool_call_id for part in returns] == ["c0", "c1", "c2", "c3"]
+    texts = [str(part.content) for part in returns]
+    assert len(check_bounded(texts)) == 3
+    assert texts[1].startswith("small")
+    # The later request carries the same bounded first turn, and the second turn whole.
+    later = [
+        part
+        for message in script.requests[2]
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    assert [str(part.content) for part in later[:4]] == texts
+    assert [turn.responses[0].call_id for turn in load_session(record)] == ["c0", "c0"]
+
+
+async def test_hook_context_is_its_own_part_after_the_returns(tmp_path: Path) -> None:
+    """A PostToolBatch hook's context reaches the model as a user prompt part, bounded too."""
+
+    async def hook(batch: object) -> PostToolBatchOutput:
+        del batch
+        return PostToolBatchOutput(additional_context="remember the tests")
+
+    script = ScriptedFunction(
+        _shell_calls(SMALL_COMMAND, SMALL_COMMAND, SMALL_COMMAND),
+        ModelResponse(parts=[TextPart("done")]),
+    )
+    ts = ToolbatchToolset(SchedulerConfig(artifacts_dir=tmp_path, hooks=[hook]))
+    agent = Agent(FunctionModel(script), toolsets=[ts], capabilities=[ts.capability])
+    await agent.run("go")
+    last = script.requests[1][-1]
+    assert isinstance(last, ModelRequest)
+    kinds = [type(part).__name__ for part in last.parts]
+    assert kinds == ["ToolReturnPart"] * 3 + ["UserPromptPart"]
+    assert isinstance(last.parts[-1], UserPromptPart)
+    assert "remember the tests" in str(last.parts[-1].content)
+
+
+async def test_cancelling_the_run_kills_the_running_commands(tmp_path: Path) -> None:
+    """A cancelled agent run leaves no command running."""
+    pid_files = [tmp_path / f"pid{index}" for index in range(3)]
+    script = ScriptedFunction(_shell_calls(*(pid_command(path) for path in pid_files)))
+    ts = ToolbatchToolset(SchedulerConfig(artifacts_dir=tmp_path / "art"))
+    agent = Agent(FunctionModel(script), toolsets=[ts], capabilities=[ts.capability])
+    run = asyncio.ensure_future(agent.run("go"))  # noqa: TID251  (what a pydantic-ai caller does)
+    pids = [await wait_for_pid(path) for path in pid_files]
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert not [pid for pid in pids if alive(pid)]

@@ -1,0 +1,178 @@
+"""One turn of tool calls that a framework runs one call at a time, completed once.
+
+pydantic-ai and the OpenAI Agents SDK run each tool call themselves (concurrently) and only
+later build the next model request from the calls' returns. :class:`SplitTurns` answers
+each call through ``ToolScheduler.execute`` (the producers bound their own output: the
+shell's preview, MCP's, a Python tool's threshold) and keeps the response; at the batch
+boundary, just before the next model request, :meth:`SplitTurns.complete` completes every
+pending call of the last model response as one turn (``complete_turn``: the batch budget,
+persist-once, PostToolBatch hooks, the send guard, the recorder). A framework that rebuilds
+its request from the unbounded history every time keeps the completion and sends the same
+bounded text again: a turn is completed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+from pydantic import ValidationError
+
+from toolbatch import (
+    FunctionResponsePart,
+    Part,
+    TextPart,
+    ToolCall,
+    ToolCallResponse,
+    ToolScheduler,
+    Turn,
+)
+from toolbatch.providers import openai_chat
+
+__all__ = [
+    "Completion",
+    "SplitTurns",
+    "in_own_task",
+    "make_call",
+    "response_text",
+    "turn_texts",
+]
+
+_T = TypeVar("_T")
+
+
+async def in_own_task(work: Callable[[], Awaitable[_T]]) -> _T:
+    """Await ``work()`` in a child task of an anyio task group, and return its result.
+
+    Frameworks cancel their tool tasks with ``Task.cancel()``, and pydantic-ai does it twice
+    (asyncio's ``gather`` cancels the tasks, then its ``cancel_and_drain`` cancels them
+    again): a second native cancel landing in the shell's shielded cleanup cuts it short
+    and leaves the command running. In a child task, every cancel of the framework's task
+    becomes one cancellation of the task group's scope, which the cleanup's shield holds
+    off, and the task group waits for the child to finish stopping its commands.
+    """
+    results: list[_T] = []
+
+    async def run() -> None:
+        results.append(await work())
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+    return results[0]
+
+
+def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) -> ToolCall:
+    """A ``ToolCall`` from a framework's raw values; unreadable arguments make it invalid.
+
+    ``args`` is a JSON object string, a mapping or ``None``; anything else is answered by the
+    scheduler with an ``invalid_args`` error in the call's place.
+    """
+    if isinstance(args, dict) and call_id and name:
+        try:  # the usual case, without the reply mapping's round trip
+            return ToolCall(id=call_id, name=name, args=args, ordinal=ordinal)
+        except ValidationError:
+            pass  # not JSON values: the mapping says why
+    [call] = openai_chat.tool_calls(
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": args},
+                }
+            ],
+        }
+    )
+    return call.model_copy(update={"ordinal": ordinal}) if ordinal else call
+
+
+def turn_texts(source: Turn | Sequence[Part]) -> tuple[dict[str, str], str]:
+    """The text each call's tool message carries, by call id, and the batch's own text.
+
+    The mapping is ``toolbatch.providers.openai_chat``'s (output, then ``Error: ...``, then a
+    reference to media a text-only tool message cannot hold; images it would send inline in
+    a user message are not carried); the batch text is the turn's own text parts (hook
+    context, the stop reason) joined by blank lines, ``""`` when there is none.
+    """
+    texts = {
+        message["tool_call_id"]: message["content"]
+        for message in openai_chat.tool_results(source)
+        if message["role"] == "tool"
+    }
+    if not isinstance(source, Turn):
+        return texts, ""
+    batch = [part.text for part in source.context_parts if isinstance(part, TextPart)]
+    return texts, "\n\n".join(text for text in batch if text)
+
+
+def response_text(response: ToolCallResponse) -> str:
+    """The text one response's tool message carries (``turn_texts`` for a lone response)."""
+    if len(response.parts) == 1:
+        [part] = response.parts
+        if isinstance(part, FunctionResponsePart):
+            body = part.function_response.response
+            output = body.get("output")
+            if len(body) == 1 and isinstance(output, str):
+                return output  # the usual result, as the mapping would send it
+    texts, _ = turn_texts(response.parts)
+    return texts.get(response.call_id, "")
+
+
+@dataclass(slots=True)
+class Completion:
+    """What one completed turn sends back, for the calls it was asked about.
+
+    Attributes:
+        texts: the bounded text of each call, by call id.
+        context: the batch's own text (hook context, the stop reason), ``""`` if none.
+        last_call_id: the call after whose result ``context`` belongs.
+        stop_reason: why a hook stopped the agent after this turn, or ``None``.
+    """
+
+    texts: dict[str, str] = field(default_factory=dict)
+    context: str = ""
+    last_call_id: str | None = None
+    stop_reason: str | None = None
+
+
+class SplitTurns:
+    """Calls executed one at a time, completed together as one turn at the batch boundary."""
+
+    def __init__(self, scheduler: ToolScheduler) -> None:
+        self.scheduler = scheduler
+        self._pending: dict[str, ToolCallResponse] = {}
+
+    async def run(self, call: ToolCall) -> str:
+        """Answer one call now; its response waits for :meth:`complete`.
+
+        Returns the text the producer bounded (what the framework records in its history
+        until the turn is completed and the batch budget replaces it).
+        """
+        [response] = await in_own_task(lambda: self.scheduler.execute([call]))
+        self._pending[call.id] = response
+        return response_text(response)
+
+    def is_pending(self, call_id: str) -> bool:
+        """Whether ``call_id`` was answered and waits for its turn to be completed."""
+        return call_id in self._pending
+
+    async def complete(self, call_ids: Iterable[str]) -> Completion:
+        """Complete the pending calls among ``call_ids`` (in the model's order) as one turn.
+
+        Calls already completed, and calls this object never answered, are left out; when
+        none is pending nothing runs and the completion is empty.
+        """
+        responses = [self._pending.pop(call_id) for call_id in call_ids if call_id in self._pending]
+        if not responses:
+            return Completion()
+        turn = await self.scheduler.complete_turn(responses)
+        texts, context = turn_texts(turn)
+        return Completion(
+            texts=texts,
+            context=context,
+            last_call_id=turn.responses[-1].call_id,
+            stop_reason=turn.stop_reason,
+        )

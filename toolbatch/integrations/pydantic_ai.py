@@ -1,0 +1,183 @@
+"""pydantic-ai: ``ToolbatchToolset``, toolbatch's tools for an ``Agent``, and its batch budget.
+
+pydantic-ai runs each tool call of a model response itself (concurrently) and puts every
+tool's full return into the next request. ``ToolbatchToolset`` is an ``AbstractToolset``
+an ``Agent`` takes (``toolsets=[ts]``) offering toolbatch's tools: the registry's (the
+shell by default), the configured MCP servers' and your own producers. Each call is
+answered through ``ToolScheduler.execute`` (the producers bound their own output);
+``ts.history_processor``, run before each model request, completes the calls of the last
+model response as one toolbatch turn (``complete_turn``: the batch budget, persist-once,
+PostToolBatch hooks, the send guard, the recorder) and puts the bounded texts in their
+``ToolReturnPart``s, so the model sees the bounded parts and the full output is on disk
+once. A hook's context or stop reason is added to that request as a ``UserPromptPart``.
+
+The installed pydantic-ai (2.78) has no ``history_processors=`` argument any more; its
+``ProcessHistory`` capability takes the processor, and ``ts.capability`` is that::
+
+    ts = ToolbatchToolset(SchedulerConfig(batch_budget=20_000))
+    agent = Agent(model, toolsets=[ts], capabilities=[ts.capability])
+
+The agent enters the toolset for each run (the scheduler opens on the first enter and
+closes on the last); ``async with ts:`` around several runs keeps one session, its MCP
+servers and artifacts open across them. Cancelling the run cancels the running calls, and
+no command is left running. Only this toolset's calls are bounded: other tools' returns
+are left as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import TracebackType
+from typing import Any, Self
+
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+from pydantic_core import SchemaValidator, core_schema
+
+from toolbatch import Registry, SchedulerConfig, ToolScheduler, default_registry
+from toolbatch.integrations._turns import Completion, SplitTurns, make_call
+
+__all__ = ["ToolbatchToolset"]
+
+_ANY_ARGS = SchemaValidator(
+    core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema())
+)
+"""Arguments are checked by toolbatch against the tool's schema (an error response the
+model sees), not by pydantic-ai (a retry prompt)."""
+
+
+class ToolbatchToolset(AbstractToolset[Any]):
+    """toolbatch's tools as a pydantic-ai toolset, with the batch budget as a history processor.
+
+    Args:
+        config: the scheduler's configuration (budget, MCP servers, sandbox, hooks,
+            recorder...); ``None``: the defaults.
+        registry: the toolbatch tools to offer; ``None``: ``toolbatch.default_registry()``.
+        id: the toolset's id among the agent's toolsets.
+    """
+
+    def __init__(
+        self,
+        config: SchedulerConfig | None = None,
+        *,
+        registry: Registry | None = None,
+        id: str | None = "toolbatch",
+    ) -> None:
+        self.scheduler = ToolScheduler(
+            registry if registry is not None else default_registry(), config
+        )
+        self._id = id
+        self._entered = 0
+        self._turns = SplitTurns(self.scheduler)
+
+    @property
+    def id(self) -> str | None:
+        return self._id
+
+    @property
+    def capability(self) -> ProcessHistory[Any]:
+        """``ProcessHistory(self.history_processor)``, for ``Agent(capabilities=[...])``."""
+        return ProcessHistory(self.history_processor)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._entered == 0:
+            await self.scheduler.__aenter__()
+            self._entered += 1
+            await self.scheduler.wait_for_tools()  # the MCP servers' tools are offered too
+            return self
+        self._entered += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> bool | None:
+        self._entered -= 1
+        if self._entered == 0:
+            await self.scheduler.__aexit__(exc_type, exc, tb)
+        return None
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        del ctx
+        return {
+            declaration.name: ToolsetTool(
+                toolset=self,
+                tool_def=ToolDefinition(
+                    name=declaration.name,
+                    description=declaration.description,
+                    parameters_json_schema=dict(declaration.input_schema),
+                ),
+                max_retries=0,
+                args_validator=_ANY_ARGS,
+            )
+            for declaration in self.scheduler.declarations()
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        del tool
+        call = make_call(ctx.tool_call_id, name, tool_args)
+        return await self._turns.run(call)
+
+    # -- the batch boundary ---------------------------------------------------------------
+
+    async def history_processor(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """Complete the last model response's toolbatch calls as one turn, and bound them.
+
+        The ``ToolReturnPart``s of those calls, in the requests after that response, get the
+        text the model is sent; pydantic-ai keeps the processed history, so later requests
+        carry the same text. Other parts and messages are kept as they are.
+        """
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, ModelResponse):
+                break
+        else:
+            return messages
+        pending = [
+            part.tool_call_id
+            for part in message.parts
+            if isinstance(part, ToolCallPart) and self._turns.is_pending(part.tool_call_id)
+        ]
+        if not pending:
+            return messages
+        completion = await self._turns.complete(pending)
+        return [
+            *messages[: index + 1],
+            *(
+                _bounded(later, completion) if isinstance(later, ModelRequest) else later
+                for later in messages[index + 1 :]
+            ),
+        ]
+
+
+def _bounded(request: ModelRequest, completion: Completion) -> ModelRequest:
+    """``request`` with the completed calls' returns bounded, and the batch text after them."""
+    parts: list[ModelRequestPart] = []
+    for part in request.parts:
+        if isinstance(part, ToolReturnPart) and part.tool_call_id in completion.texts:
+            text = completion.texts[part.tool_call_id]
+            # A typed subclass (tool search's) is never a toolbatch call's: the content is text.
+            parts.append(dataclasses.replace(part, content=text))  # type: ignore[arg-type]
+            if completion.context and part.tool_call_id == completion.last_call_id:
+                parts.append(UserPromptPart(content=completion.context))
+        else:
+            parts.append(part)
+    return dataclasses.replace(request, parts=parts)
