@@ -7,6 +7,7 @@ defect. The /proc readers (``marked_processes``, ``open_fds``) read the live sys
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -20,7 +21,16 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from bench._chaos_plan import CallSpec
-from toolbatch import FunctionResponsePart, Part, TextPart, ToolCallResponse, parts_adapter
+from toolbatch import (
+    FileDataPart,
+    FunctionResponsePart,
+    InlineDataPart,
+    Part,
+    TextPart,
+    ToolCallResponse,
+    parts_adapter,
+)
+from toolbatch._core import file_uri_problem, media_type_problem, verify_media
 from toolbatch.finalize import response_text_length
 
 __all__ = [
@@ -146,6 +156,30 @@ def budget_problems(parts: Sequence[Part], budget: int | None) -> list[str]:
     return [f"{used:,} characters for a budget of {budget:,}"] if used > budget else []
 
 
+def media_problems(parts: Sequence[Part]) -> list[str]:
+    """Media parts sent as media that are not: bytes that do not parse as a whole image or
+    audio, a malformed or overlong MIME type, an overlong file URI (their strings would
+    escape the budget)."""
+    problems: list[str] = []
+    for part in parts:
+        if isinstance(part, InlineDataPart):
+            inline = part.inline_data
+            if media_type_problem(inline.mime_type) is not None:
+                problems.append(f"a {len(inline.mime_type):,}-character MIME type sent as media")
+                continue
+            data = base64.b64decode(inline.data)
+            found = verify_media(data)
+            major = inline.mime_type.partition("/")[0].lower()
+            if found is None or not found.mime_type.startswith(major):
+                problems.append(f"{len(data):,} bytes labelled {inline.mime_type} sent as media")
+        elif isinstance(part, FileDataPart):
+            data_ = part.file_data
+            problem = media_type_problem(data_.mime_type) or file_uri_problem(data_.file_uri)
+            if problem is not None:
+                problems.append(f"a file reference sent as media: {problem}")
+    return problems
+
+
 def hook_input_chars(payload: Mapping[str, Any]) -> int:
     """The model-facing text a hook was shown (its input's parts, measured like a turn)."""
     total = 0
@@ -238,6 +272,10 @@ def duplicate_artifact_problems(
             continue
         for other in seen:
             if other != path and os.fsencode(other) in data:
+                if other.suffix != ".txt" and b"; saved at " + os.fsencode(other) + b"]" in data:
+                    # A media reference (``[image/png, ..., not sent inline (...); saved at
+                    # <file>]``) names bytes saved apart; the text holds none of them.
+                    continue
                 problems.append(f"{path.name[:80]} holds the path of {other.name[:80]}")
     return problems
 

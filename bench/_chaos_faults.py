@@ -19,16 +19,19 @@ Fault injection, and why it is honest:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +45,8 @@ from bench._chaos_plan import CUSTOM_BIG_THRESHOLD_CHARS, BatchPlan, artifact_by
 from toolbatch import (
     ArtifactStore,
     ArtifactStream,
+    FileData,
+    FileDataPart,
     FunctionResponse,
     FunctionResponsePart,
     InlineData,
@@ -363,6 +368,48 @@ async def chaos_media(salt: str, data: str) -> list[Part]:
     return [TextPart(text=f"{salt} picture"), image]
 
 
+def _png_bytes() -> bytes:
+    """A valid 2 x 2 PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+    pixels = chunk(b"IDAT", zlib.compress(b"\0\x80\x80\x80\x80\x80\x80" * 2))
+    return b"\x89PNG\r\n\x1a\n" + header + pixels + chunk(b"IEND", b"")
+
+
+def _inline(mime: str, data: bytes) -> InlineDataPart:
+    return InlineDataPart(
+        inlineData=InlineData(mimeType=mime, data=base64.b64encode(data).decode())
+    )
+
+
+@tool
+async def chaos_hostile_media(kind: str, salt: str) -> list[Part]:
+    """Media built to pass a signature check, or to carry text in its strings (issue 29)."""
+    text = f"{salt} not media, text. ".encode() * 30_000  # about 900 KB
+    long = salt * (2_000_000 // len(salt))
+    part: Part
+    if kind == "png_then_text":
+        part = _inline("image/png", b"\x89PNG\r\n\x1a\n" + text)
+    elif kind == "png_with_text_tail":
+        part = _inline("image/png", _png_bytes() + text)
+    elif kind == "bm_text":
+        part = _inline("image/bmp", b"BM" + text)
+    elif kind == "id3_text":
+        part = _inline("audio/mpeg", b"ID3" + text)
+    elif kind == "long_mime":
+        part = _inline("image/png" + long, _png_bytes())
+    elif kind == "long_uri":
+        part = FileDataPart(fileData=FileData(mimeType="image/png", fileUri="gs://b/" + long))
+    else:  # long_file_mime
+        mime = "image/png;x=" + long
+        part = FileDataPart(fileData=FileData(mimeType=mime, fileUri=f"gs://b/{salt}.png"))
+    return [TextPart(text=f"{salt} hostile media ({kind})"), part]
+
+
 @tool(name="_.._.._chaos", output_threshold=100)
 async def dotted_name(salt: str) -> str:
     """A tool whose legal name is full of dots; its output is persisted."""
@@ -392,6 +439,7 @@ def build_registry(extra: Sequence[object]) -> Registry:
         chaos_hang_sync,
         chaos_weird,
         chaos_media,
+        chaos_hostile_media,
         dotted_name,
         BadReturnProducer(),
         *extra,

@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 __all__ = [
     "HOOK_KINDS",
+    "HOSTILE_MEDIA_KINDS",
     "MCP_SERVER",
     "ArtifactSpec",
     "BatchPlan",
@@ -67,6 +68,17 @@ HOOK_KINDS: Final = (
     "cmd.flood",
 )
 STOPPING_HOOKS: Final = frozenset({"py.stop", "cmd.block", "cmd.decision"})
+HOSTILE_MEDIA_KINDS: Final = (
+    "png_then_text",
+    "png_with_text_tail",
+    "bm_text",
+    "id3_text",
+    "long_mime",
+    "long_uri",
+    "long_file_mime",
+)
+"""Media parts that must not pass as media (issue 29): a signature then text, a real image
+then text, text starting with BM or ID3, a 2 MB MIME type or file URI."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,6 +517,13 @@ def plan_batch(seed: int, index: int) -> BatchPlan:
         exit_salt = f"{salt}c{len(drafts)}"
         code = extra.choice([0, 2, "usage: chaos_exit [-h]"])
         drafts.append((_Draft("custom.sys_exit", "chaos_exit", {"code": code}), exit_salt))
+    # Issue 29's hostile media draw from their own generator too.
+    hostile = random.Random(f"toolbatch-chaos-29:{seed}:{index}")
+    if hostile.random() < 0.12:
+        media_salt = f"{salt}c{len(drafts)}"
+        kind = hostile.choice(HOSTILE_MEDIA_KINDS)
+        args = {"kind": kind, "salt": media_salt}
+        drafts.append((_Draft(f"media.{kind}", "chaos_hostile_media", args), media_salt))
 
     raws: list[Any] = []
     for draft, call_salt in drafts:

@@ -91,6 +91,7 @@ NOBODY_UID: Final = 65534
 VIOLATIONS: Final = {
     "order": "batches with a missing, extra or out-of-order response",
     "budget": "batches over budget",
+    "media": "parts sent as media that are not (bytes, MIME type or URI)",
     "written_twice": "artifacts written twice for the same content",
     "processes": "processes left behind (/proc)",
     "fds": "file descriptors leaked (/proc/self/fd)",
@@ -824,6 +825,8 @@ class _Campaign:
         report.count(
             "budget", index, checks.budget_problems(turn.parts, plan.budget), per_batch=True
         )
+        if plan.budget is not None:  # no budget: nothing is checked, media included
+            report.count("media", index, checks.media_problems(turn.parts), per_batch=True)
         if plan.budget is not None:
             over = [chars for chars in probe.input_chars if chars > plan.budget]
             over += [

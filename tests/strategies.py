@@ -110,13 +110,19 @@ def text_parts(text: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[
     return st.builds(TextPart, text=text if text is not None else texts())
 
 
+def _small_png(width: int, height: int) -> bytes:
+    from tests.providers._samples import png
+
+    return png(width, height)
+
+
 def media_parts() -> st.SearchStrategy[Part]:
     """An ``inlineData`` or ``fileData`` part (never counted by any text budget)."""
     inline = st.builds(
         lambda data: InlineDataPart(
             inline_data=InlineData(mime_type="image/png", data=base64.b64encode(data).decode())
         ),
-        st.binary(max_size=30).map(lambda tail: PNG_SIGNATURE + tail),
+        st.builds(_small_png, st.integers(1, 4), st.integers(1, 4)),
     )
     file = st.builds(
         lambda name: FileDataPart(

@@ -7,6 +7,7 @@ seed runs against the real scheduler, shell, MCP test server, hooks and failing 
 
 from __future__ import annotations
 
+import base64
 import errno
 import importlib.util
 import os
@@ -203,6 +204,24 @@ def test_budget_checker_catches_text_over_the_budget() -> None:
     assert checks.budget_problems(parts, None) == []
 
 
+def test_media_checker_catches_parts_that_are_not_the_media_they_claim() -> None:
+    """A signature then text, a 2 MB MIME type or URI: caught; a real PNG: fine."""
+    from bench._chaos_faults import _png_bytes
+    from toolbatch import FileData, FileDataPart, InlineData, InlineDataPart
+
+    def inline(mime: str, data: bytes) -> InlineDataPart:
+        return InlineDataPart(
+            inline_data=InlineData(mime_type=mime, data=base64.b64encode(data).decode())
+        )
+
+    assert checks.media_problems([inline("image/png", _png_bytes())]) == []
+    assert checks.media_problems([inline("image/png", b"\x89PNG\r\n\x1a\n" + b"text" * 99)])
+    assert checks.media_problems([inline("audio/mpeg", b"ID3" + b"text" * 99)])
+    assert checks.media_problems([inline("image/png" + "x" * 2_000, _png_bytes())])
+    uri = FileDataPart(file_data=FileData(mime_type="image/png", file_uri="gs://" + "u" * 9_000))
+    assert checks.media_problems([uri])
+
+
 def test_field_checker_catches_the_internal_field_in_any_spelling() -> None:
     """Serialized output naming persisted_output_files, as a key or camel-cased."""
     response = _response("a", persisted_output_files=(Path("/tmp/x"),))
@@ -259,6 +278,15 @@ def test_artifact_checker_catches_every_way_of_writing_twice(tmp_path: Path) -> 
     )
     preview = {one: contents[one], two: b"preview; full output saved to: " + os.fsencode(one)}
     assert checks.duplicate_artifact_problems([one, two], owners, preview, dirs)
+    # A media reference names bytes saved apart: not the same content written twice.
+    image = primary / "t-a-part1.png"
+    image.write_bytes(b"\x89PNG not really")
+    reference = (
+        b"[image/png, 20 bytes, not sent inline (why); saved at " + os.fsencode(image) + b"]"
+    )
+    media = {one: reference, image: image.read_bytes()}
+    media_owners = {one: ("a", "t"), image: ("a", "t")}
+    assert checks.duplicate_artifact_problems([one, image], media_owners, media, dirs) == []
 
 
 def test_outside_checker_catches_stray_files_and_unplanted_symlinks(tmp_path: Path) -> None:
@@ -518,6 +546,7 @@ def test_short_campaign_really_injects_its_faults(ci_report: CampaignReport) -> 
         *BOUNDARY_KINDS,
     ):
         assert faults[kind] > 0, kind
+    assert sum(count for kind, count in faults.items() if kind.startswith("media.")) > 0
     assert totals["boundary faults survived"] == len(BOUNDARY_KINDS)
     assert totals["batches with a hijacked fallback, nothing written"] > 0
     assert totals["batches"] == CI_BATCHES

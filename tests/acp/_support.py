@@ -108,8 +108,8 @@ class RecordingClient:
     """An ACP client that answers permission requests from a list and records them.
 
     Args:
-        answers: the option ids to pick, in order (``None`` answers ``cancelled``); when
-            they run out, ``default`` is picked.
+        answers: the option ids to pick, in order (``None`` answers ``cancelled``,
+            ``"never"`` never answers); when they run out, ``default`` is picked.
     """
 
     def __init__(self, answers: Sequence[str | None] = (), *, default: str | None = "allow_once"):
@@ -135,6 +135,8 @@ class RecordingClient:
             }
         )
         choice = self.answers.pop(0) if self.answers else self.default
+        if choice == "never":  # a client (or a user) that never answers
+            await anyio.Event().wait()
         if choice is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(

@@ -159,6 +159,25 @@ async def test_large_results_reach_the_editor_bounded_and_the_model_as_recorded(
         assert str(path) in json.dumps(turn["parts"], ensure_ascii=False)
 
 
+async def test_an_unanswered_permission_request_ends_with_the_call_timeout(
+    tmp_path: Path,
+) -> None:
+    """A client that never answers: after --timeout the call fails saying so, and the
+    prompt ends instead of waiting for ever."""
+    work = tmp_path / "work"
+    work.mkdir()
+    client = RecordingClient(["never"])
+    async with running_agent("--timeout", "1", tmp_path=tmp_path, client=client) as agent:
+        session = await agent.new_session(work)
+        with anyio.fail_after(30):
+            assert await agent.prompt(session, "$ touch never.txt") == "end_turn"
+        (asked,) = client.permission_requests
+        end = agent.frames.final(asked["tool_call_id"])
+        assert end["status"] == "failed"
+        assert "did not answer the permission request within 1 s" in _content_text(end)
+    assert not (work / "never.txt").exists()
+
+
 async def test_permission_is_asked_and_a_rejection_is_an_error_the_model_sees(
     tmp_path: Path,
 ) -> None:

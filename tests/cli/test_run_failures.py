@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,77 @@ def test_a_reader_that_goes_away_is_still_quiet(tmp_path: Path) -> None:
         )
     assert done.returncode == 141
     assert done.stderr == b""
+
+
+def test_run_json_tells_the_stop_reason_of_a_hook(tmp_path: Path) -> None:
+    """A PostToolBatch hook that stops the run: the json result says why (stop_reason)."""
+    settings = tmp_path / "settings.json"
+    stop = {"type": "command", "command": "echo 'tests are red' >&2; exit 2"}
+    settings.write_text(json.dumps({"hooks": {"PostToolBatch": [{"hooks": [stop]}]}}))
+    batch = [{"id": "a", "name": "run_shell_command", "args": {"command": "echo hi"}}]
+    done = run_toolbatch(
+        "run",
+        "--settings",
+        str(settings),
+        "--output-format",
+        "json",
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+        stdin=json.dumps(batch).encode(),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    result = next(e for e in json.loads(done.stdout) if e["type"] == "result")
+    assert "tests are red" in result["stop_reason"]
+
+
+@pytest.mark.parametrize("flag", ["--settings", "--mcp-config"])
+def test_a_config_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path, flag: str) -> None:
+    """Invalid UTF-8 in a settings or MCP config file: exit 2 naming the file, no traceback."""
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"mcpServers": {}, "note": "\xff\xfe"}')
+    done = run_toolbatch("run", flag, str(path), stdin=b"[]", cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert "is not UTF-8 text" in stderr
+    assert str(path) in stderr
+    assert "Traceback" not in stderr
+
+
+def test_acp_with_a_transcript_dir_it_cannot_create_is_a_usage_error(tmp_path: Path) -> None:
+    """``acp --transcript-dir /proc/x``: exit 2 naming the flag and the fix, no traceback."""
+    done = run_toolbatch("acp", "--transcript-dir", "/proc/x", stdin=b"", cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert "--transcript-dir '/proc/x' cannot be created" in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("kind", ["long_mime", "png_then_text", "bm_text", "id3_text"])
+def test_run_counts_media_that_is_not_media(tmp_path: Path, kind: str) -> None:
+    """An MCP part with a 2,000,000-character MIME type, or text behind an image or audio
+    signature: what ``run`` says it sent is what ``result.result`` holds, within budget."""
+    hostile = Path(__file__).resolve().parents[1] / "mcp_server" / "hostile.py"
+    config = tmp_path / "mcp.json"
+    entry = {"command": sys.executable, "args": [str(hostile), "--stdio"]}
+    config.write_text(json.dumps({"mcpServers": {"h": entry}}))
+    batch = [{"id": "m", "name": "mcp__h__fake_media", "args": {"kind": kind}}]
+    done = run_toolbatch(
+        "run",
+        "--mcp-config",
+        str(config),
+        "--budget",
+        "10000",
+        "--output-format",
+        "json",
+        "--artifacts-dir",
+        str(tmp_path / "a"),
+        stdin=json.dumps(batch).encode(),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    result = next(e for e in json.loads(done.stdout) if e["type"] == "result")
+    assert result["budget"]["used_chars"] <= 10_000
+    assert result["budget"]["used_chars"] > 0  # the part's text is counted, not free
+    assert len(result["result"]) < 15_000
+    assert "inlineData" not in result["result"]

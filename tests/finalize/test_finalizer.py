@@ -19,6 +19,7 @@ from tests.finalize._support import (
     output_of,
     response,
 )
+from tests.providers._samples import b64, png
 from toolbatch import (
     ArtifactStore,
     ConfigError,
@@ -306,7 +307,7 @@ async def test_duplicate_and_colliding_call_ids_persist_to_distinct_files(
 async def test_media_other_keys_and_part_order_are_preserved() -> None:
     """Only cut responses change; media stays the same object; a structured value and other
     keys that fit stay as they are, while a cut response folds its other keys into output."""
-    image = InlineDataPart(inline_data=InlineData(mime_type="image/png", data="iVBORw0KGgo="))
+    image = InlineDataPart(inline_data=InlineData(mime_type="image/png", data=b64(png())))
     document = FileDataPart(file_data=FileData(mime_type="application/pdf", file_uri="gs://b/d"))
     structured = FunctionResponsePart(
         function_response=FunctionResponse(

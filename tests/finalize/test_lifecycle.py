@@ -3,17 +3,24 @@ its text; everything else (its failures, every other tool) is budgeted."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from structlog.testing import capture_logs
 
 from tests.finalize._support import budgeted_length, output_of, response
 from toolbatch import (
     ConfigError,
     FunctionResponse,
     FunctionResponsePart,
+    Registry,
+    SchedulerConfig,
     TextPart,
     ToolCall,
     ToolCallResponse,
+    ToolDeclaration,
     ToolResult,
+    ToolScheduler,
 )
 from toolbatch.finalize import (
     DEFAULT_LIFECYCLE_TOOLS,
@@ -23,6 +30,7 @@ from toolbatch.finalize import (
     enforce_send_budget,
     finalize_tool_responses,
 )
+from toolbatch.producers import ProducerContext
 
 ANY_TEXT = "plan: " + "step " * 2_000
 
@@ -143,3 +151,30 @@ def test_the_send_guard_keeps_a_lifecycle_output_and_bounds_the_rest() -> None:
         and str(p.function_response.response["output"]).startswith(TRUNCATION_HEADER)
         for p in rest
     )
+
+
+class _PlanModeNamedOtherwise:
+    """An ``enter_plan_mode`` tool whose function response part is named ``plan``."""
+
+    declaration = ToolDeclaration(name="enter_plan_mode", description="Enter plan mode.")
+
+    async def run(self, call: ToolCall, context: ProducerContext) -> ToolResult:
+        part = FunctionResponsePart(
+            function_response=FunctionResponse(
+                id=call.id, name="plan", response={"output": ANY_TEXT}
+            )
+        )
+        return ToolResult(content=[part])
+
+
+async def test_finalizer_and_send_guard_key_the_exemption_alike(tmp_path: Path) -> None:
+    """An enter_plan_mode response whose part is named otherwise is budgeted by the
+    finalizer (cut, the whole saved), so the send guard finds nothing left to cut."""
+    config = SchedulerConfig(artifacts_dir=tmp_path, batch_budget=500)
+    async with ToolScheduler(Registry([_PlanModeNamedOtherwise()]), config) as scheduler:
+        with capture_logs() as logs:
+            turn = await scheduler.run_batch([ToolCall(id="p", name="enter_plan_mode")])
+    assert turn.content_length <= 500
+    assert turn.responses[0].persisted_output_files  # the finalizer cut it, keeping the whole
+    assert enforce_send_budget(turn.parts, 500) is turn.parts
+    assert not [log for log in logs if log["event"] == "finalize.send_guard_reduced"]

@@ -310,3 +310,68 @@ async def test_python_command_hook_objects_work_beside_settings(tmp_path: Path) 
     turn = await run(tmp_path, calls, hooks=[hook])
     assert turn.responses[0].error_type == "permission_denied"
     assert "old-style block" in body(turn)["error"]  # deprecated decision block = deny
+
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_server" / "server.py"
+
+
+@tool
+def take(text: str) -> str:
+    """Take a long argument; answer briefly."""
+    return f"took {len(text):,} characters"
+
+
+async def test_every_hook_reads_a_bounded_input_that_says_what_was_cut(tmp_path: Path) -> None:
+    """At budget 10,000: a 20 MB argument (PreToolUse, PostToolUse, PostToolBatch) and a
+    6 MB MCP result of 60 parts (PostToolUse) reach each hook cut to about the budget, with
+    a marker naming what was cut and where the whole is."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    record = script(
+        tmp_path,
+        "record.py",
+        f"""
+        data = sys.stdin.read()
+        event = json.loads(data)
+        name = event["hook_event_name"] + "-" + str(event.get("tool_use_id", "batch"))
+        open(os.path.join({str(seen)!r}, name), "w").write(data)
+        """,
+    )
+    settings = hooks_settings(
+        PreToolUse=[group(record)], PostToolUse=[group(record)], PostToolBatch=[group(record)]
+    )
+    server = MCP_SERVER
+    registry = default_registry()
+    registry.register(take)
+    config = SchedulerConfig(
+        artifacts_dir=tmp_path / "artifacts",
+        sandbox="off",
+        batch_budget=10_000,
+        settings=settings,
+        mcp_servers={"mcpServers": {"t": {"command": sys.executable, "args": [str(server)]}}},
+    )
+    calls = [
+        ToolCall(id="big-arg", name="take", args={"text": "a" * 20_000_000}),
+        ToolCall(id="parts", name="mcp__t__texts", args={"sizes": [100_000] * 60}),
+    ]
+    async with ToolScheduler(registry, config) as scheduler:
+        turn = await scheduler.run_batch(calls)
+    assert [r.status for r in turn.responses] == ["success", "success"]
+    read = {path.name: path.read_text() for path in seen.iterdir()}
+    assert set(read) == {
+        "PreToolUse-big-arg",
+        "PreToolUse-parts",
+        "PostToolUse-big-arg",
+        "PostToolUse-parts",
+        "PostToolBatch-batch",
+    }
+    for name, text in read.items():
+        assert len(text) < 25_000, f"{name} read {len(text):,} characters"
+    pre = json.loads(read["PreToolUse-big-arg"])["tool_input"]["text"]
+    assert "19,99" in pre
+    assert "characters of the arguments cut for the hook" in pre
+    assert "'big-arg' as the model sent it" in pre
+    post = json.dumps(json.loads(read["PostToolUse-parts"])["tool_response"])
+    assert "characters of the response cut for the hook" in post
+    batch = json.loads(read["PostToolBatch-batch"])
+    assert "cut for the hook" in batch["tool_calls"][0]["tool_input"]["text"]

@@ -12,6 +12,11 @@ flood_sse   answers with one SSE event that never ends: ``data: xxxx...`` withou
 flood_json  answers with an ``application/json`` body that never ends, likewise.
 deep        answers with a result whose ``structuredContent`` is nested 5,000 deep.
 fake_image  answers with 2.4 MB of text labelled ``image/png`` (issue 14, item 6).
+fake_media  ``fake_media(kind)`` answers one part that must not pass as media (issue 29):
+            ``long_mime`` (a real PNG under a 2,000,000-character MIME type),
+            ``png_then_text`` (a PNG signature, then 600 KB of text), ``bm_text`` (900 KB of
+            text starting with ``BM``, as ``image/bmp``), ``id3_text`` (likewise with ``ID3``,
+            as audio).
 gzip_bomb   (HTTP) answers with a 64 KB ``Content-Encoding: gzip`` JSON body that inflates to
             64 MiB (issue 29, item 7); the client asked for identity.
 unclosed    answers with its id and a result of 5,000 ``[`` never closed (issue 29, item 5).
@@ -58,7 +63,27 @@ TOOLS: Final = [
         "description": "Text labelled a PNG.",
         "inputSchema": {"type": "object"},
     },
+    {
+        "name": "fake_media",
+        "description": "A part that must not pass as media.",
+        "inputSchema": {"type": "object", "properties": {"kind": {"type": "string"}}},
+    },
 ]
+_PNG_2PX: Final = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVQI12P4z8AAAAMBAQAY3Y2wAAAAAElFTkSuQmCC"
+)
+
+
+def _fake_media(kind: str) -> dict[str, Any]:
+    if kind == "long_mime":
+        data, mime, kind_ = _PNG_2PX, "image/png" + "x" * 2_000_000, "image"
+    elif kind == "png_then_text":
+        data, mime, kind_ = b"\x89PNG\r\n\x1a\n" + b"just text. " * 55_000, "image/png", "image"
+    elif kind == "bm_text":
+        data, mime, kind_ = b"BM" + b"bitmap? text. " * 65_000, "image/bmp", "image"
+    else:
+        data, mime, kind_ = b"ID3" + b"audio? text. " * 70_000, "audio/mpeg", "audio"
+    return {"type": kind_, "mimeType": mime, "data": base64.b64encode(data).decode()}
 
 
 def _head(status: str, content_type: str | None, length: int | None) -> bytes:
@@ -109,6 +134,9 @@ def _reply(message: dict[str, Any]) -> bytes:
             '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":{"content":[],'
             '"structuredContent":{"a":' + nested + "}}}"
         ).encode()
+    if method == "tools/call" and params.get("name") == "fake_media":
+        kind = str((params.get("arguments") or {}).get("kind", ""))
+        return _answer(request_id, {"content": [_fake_media(kind)]})
     if method == "tools/call" and params.get("name") == "unclosed":
         return (
             b'{"jsonrpc":"2.0","id":'

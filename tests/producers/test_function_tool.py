@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import struct
@@ -18,9 +19,12 @@ from toolbatch import (
     ArtifactStore,
     FunctionResponsePart,
     InlineDataPart,
+    Registry,
+    SchedulerConfig,
     TextPart,
     ToolCall,
     ToolCallResponse,
+    ToolScheduler,
 )
 from toolbatch.errors import ToolRegistrationError
 from toolbatch.producers import ProducerContext
@@ -340,3 +344,34 @@ def test_bad_tool_definitions_are_rejected(make: object) -> None:
     """Bad names, *args and bad options raise ToolRegistrationError at definition time."""
     with pytest.raises(ToolRegistrationError):
         make()  # type: ignore[operator]
+
+
+@tool
+def raises_cancelled_sync() -> str:
+    """Raise CancelledError from a worker thread."""
+    raise asyncio.CancelledError
+
+
+@tool
+async def raises_cancelled_async() -> str:
+    """Raise CancelledError without being cancelled."""
+    raise asyncio.CancelledError
+
+
+async def test_a_tool_raising_cancelled_error_is_its_own_failure_not_a_timeout(
+    tmp_path: Path,
+) -> None:
+    """Nothing cancelled the call: it failed, and says so (not "did not finish within")."""
+    registry = Registry([raises_cancelled_sync, raises_cancelled_async])
+    config = SchedulerConfig(artifacts_dir=tmp_path)
+    async with ToolScheduler(registry, config) as scheduler:
+        turn = await scheduler.run_batch(
+            [
+                ToolCall(id="s", name="raises_cancelled_sync"),
+                ToolCall(id="a", name="raises_cancelled_async"),
+            ]
+        )
+    for response in turn.responses:
+        assert response.status == "error"
+        assert response.error_type == "tool_crashed"
+        assert "raised CancelledError" in (response.error or "")

@@ -298,6 +298,17 @@ async def test_a_shell_that_cannot_start_is_an_execution_failure(tmp_path: Path)
     assert "no-bash" in result.error.message
 
 
+async def test_a_command_over_the_kernels_argument_limit_says_so() -> None:
+    """A 200,000-byte command: "argument list too long" and what to do, not "is the shell
+    installed"."""
+    result = await _run("echo " + "x" * 200_000)
+    assert result.error is not None
+    assert result.error.type == "invalid_args"
+    assert "argument list too long" in result.error.message
+    assert "200,005 bytes" in result.error.message
+    assert "shell is installed" not in result.error.message
+
+
 # -- timeouts, cancellation, process trees ------------------------------------------------
 
 

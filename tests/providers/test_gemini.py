@@ -7,6 +7,7 @@ keys and read the camelCase wire names).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from google.genai import types as genai
@@ -22,7 +23,7 @@ from tests.providers._samples import (
     sample_turns,
     wav,
 )
-from toolbatch import parts_adapter
+from toolbatch import SchedulerConfig, ToolScheduler, default_registry, parts_adapter
 from toolbatch.providers import gemini
 
 
@@ -69,6 +70,30 @@ def test_tool_calls_from_a_response_a_content_or_parts() -> None:
     assert gemini.tool_calls({"parts": parts}) == calls
     assert gemini.tool_calls(parts) == calls
     assert gemini.tool_calls(genai.GenerateContentResponse.model_validate(response)) == calls
+
+
+async def test_a_call_without_an_id_never_takes_the_id_of_another_call(tmp_path: Path) -> None:
+    """The made-up id of a call without one is not ``call_0`` when the model's own second
+    call is ``call_0``: both calls run, neither is answered as a duplicate."""
+    parts = [
+        {"functionCall": {"name": "run_shell_command", "args": {"command": "echo first"}}},
+        {
+            "functionCall": {
+                "id": "call_0",
+                "name": "run_shell_command",
+                "args": {"command": "echo second"},
+            }
+        },
+    ]
+    calls = gemini.tool_calls(parts)
+    assert len({call.id for call in calls}) == 2
+    config = SchedulerConfig(artifacts_dir=tmp_path, sandbox="off")
+    async with ToolScheduler(default_registry(), config) as scheduler:
+        turn = await scheduler.run_batch(calls)
+    assert [r.status for r in turn.responses] == ["success", "success"]
+    outputs = [str(r.parts[0].model_dump(by_alias=True)) for r in turn.responses]
+    assert "first" in outputs[0]
+    assert "second" in outputs[1]
 
 
 def test_bad_args_empty_and_unknown_replies() -> None:

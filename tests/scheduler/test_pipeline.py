@@ -17,14 +17,18 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.providers._samples import png
 from toolbatch import (
     ArtifactStore,
     ConfigError,
+    FileData,
+    FileDataPart,
     FunctionResponse,
     FunctionResponsePart,
     InlineData,
     InlineDataPart,
     JsonlRecorder,
+    Part,
     Registry,
     SchedulerConfig,
     TextPart,
@@ -34,6 +38,7 @@ from toolbatch import (
     ToolResult,
     ToolScheduler,
     load_session,
+    parts_adapter,
     tool,
 )
 from toolbatch.agent import AgentLoop, HeadlessRuntime, Message, ModelReply, ScriptedModel
@@ -47,7 +52,17 @@ from toolbatch.hooks import (
 )
 from toolbatch.producers import ProducerContext
 
-PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+PNG = png(16, 16, noise=True)
+HOSTILE_MEDIA = {
+    "png-then-text": b"\x89PNG\r\n\x1a\n" + b"just text. " * 55_000,
+    "png-with-text-tail": PNG + b"just text. " * 55_000,
+    "bm-text": b"BM" + b"bitmap? no, text. " * 50_000,
+    "id3-text": b"ID3" + b"audio? no, text. " * 53_000,
+    "long-mime": PNG,
+    "long-uri": b"",
+    "bad-file-mime": b"",
+}
+"""Media parts built to pass a signature check or to carry text in their strings."""
 
 
 @tool
@@ -104,13 +119,21 @@ class Media:
         if kind == "text":
             data = base64.b64encode(("lorem ipsum " * 200_000).encode()).decode()
         elif kind == "big":
-            data = base64.b64encode(PNG * 7_000).decode()
+            data = base64.b64encode(png(1400, 1400, level=0)).decode()  # 5.9 MB
+        elif kind in HOSTILE_MEDIA:
+            data = base64.b64encode(HOSTILE_MEDIA[kind]).decode()
         elif kind == "broken":
             data = "not base64 at all!" * 1_000
         else:
             data = base64.b64encode(PNG).decode()
         mime = str(call.args.get("mime", "image/png"))
-        part = InlineDataPart(inline_data=InlineData(mime_type=mime, data=data))
+        if kind == "long-mime":
+            mime = "image/png" + "x" * 2_000_000
+        part: Part = InlineDataPart(inline_data=InlineData(mime_type=mime, data=data))
+        if kind in ("long-uri", "bad-file-mime"):
+            uri = "gs://bucket/" + "u" * 2_000_000 if kind == "long-uri" else "gs://bucket/a.png"
+            file_mime = "image/png" if kind == "long-uri" else "image/png;" + "p" * 2_000_000
+            part = FileDataPart(file_data=FileData(mime_type=file_mime, file_uri=uri))
         return ToolResult(content=[TextPart(text=f"{kind} media"), part])
 
 
@@ -649,6 +672,41 @@ async def test_media_that_cannot_go_inline_is_saved_and_referenced(
     assert reason in reference
     path = Path(reference.split("saved at ")[1].rstrip("]"))
     assert _read_bytes(path).startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("kind", "mime"),
+    [
+        pytest.param("png-then-text", "image/png", id="png-signature-then-600kb-text"),
+        pytest.param("png-with-text-tail", "image/png", id="real-png-then-600kb-text"),
+        pytest.param("bm-text", "image/bmp", id="900kb-text-starting-BM"),
+        pytest.param("id3-text", "audio/mpeg", id="900kb-text-starting-ID3"),
+        pytest.param("long-mime", "image/png", id="2m-char-mime-type"),
+        pytest.param("long-uri", "image/png", id="2m-char-file-uri"),
+        pytest.param("bad-file-mime", "image/png", id="2m-char-file-mime-type"),
+    ],
+)
+async def test_hostile_media_is_not_media_and_stays_in_budget(
+    tmp_path: Path, kind: str, mime: str
+) -> None:
+    """A part is media only when its bytes are the format it claims and its strings are short:
+    else what it carries is counted, cut to the budget, and no mapping sends it as media."""
+    from toolbatch.providers import anthropic, gemini, openai_chat, openai_responses
+
+    async with ToolScheduler(_registry(), _config(tmp_path, batch_budget=10_000)) as scheduler:
+        turn = await scheduler.run_batch(
+            [ToolCall(id="m", name="media", args={"kind": kind, "mime": mime})]
+        )
+    assert not any(isinstance(p, InlineDataPart | FileDataPart) for p in turn.parts)
+    assert turn.content_length <= 10_000
+    wire = json.dumps(parts_adapter.dump_python(turn.parts, by_alias=True, exclude_none=True))
+    assert len(wire) < 12_000, "a media string escaped the budget"
+    for mapping in (anthropic, gemini, openai_chat, openai_responses):
+        request = json.dumps(mapping.tool_results(turn))
+        assert len(request) < 12_000, mapping.__name__
+        assert "inlineData" not in request
+        assert "image_url" not in request
+    assert "not" in str(_body(turn.responses[0])["output"])  # says why it is not media
 
 
 async def test_invalid_base64_is_treated_as_text(tmp_path: Path) -> None:

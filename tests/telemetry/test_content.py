@@ -109,3 +109,20 @@ async def test_the_environment_switch_is_off_for_other_values(
     telemetry.configure(capture_content=False)
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     assert telemetry.capture_content() is False  # the program's choice wins
+
+
+async def test_captured_content_is_bounded(otel: Recorded, tmp_path: Path) -> None:
+    """With capture on, a 2 MB argument and its 2 MB echo are at most 32,768 characters each."""
+    telemetry.configure(
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        capture_content=True,
+    )
+    registry = Registry([lookup])
+    config = SchedulerConfig(artifacts_dir=tmp_path, batch_budget=None)
+    call = ToolCall(id="big", name="lookup", args={"customer": "c" * 2_000_000})
+    async with ToolScheduler(registry, config) as scheduler:
+        await scheduler.run_batch([call])
+    span = otel.call_spans()["big"]
+    assert len(attributes(span)["gen_ai.tool.call.arguments"]) <= 32_768
+    assert len(attributes(span)["gen_ai.tool.call.result"]) <= 32_768

@@ -26,7 +26,7 @@ from toolbatch import (
     default_registry,
     tool,
 )
-from toolbatch.hooks import PostToolBatchInput, PostToolBatchOutput
+from toolbatch.hooks import CommandHook, PostToolBatchInput, PostToolBatchOutput
 
 TEST_SERVER = Path(__file__).resolve().parents[1] / "mcp_server" / "server.py"
 MCP_CONFIG = {"mcpServers": {"test": {"command": sys.executable, "args": [str(TEST_SERVER)]}}}
@@ -131,7 +131,8 @@ async def test_a_batch_is_a_turn_span_under_the_callers_span(
     assert attributes(spans["ghost"])["error.type"] == "unknown_tool"
 
     # The shell streamed its output to an artifact while it ran: a persist span under its
-    # call span. The finalizer persisted the report when it cut it: under the turn span.
+    # call span. The finalizer persisted the report when it cut it: under the turn span, and
+    # the call span tells that final state, not the producer's.
     assert attributes(spans["seq"])["toolbatch.call.persisted"] is True
     (stream,) = [
         span for span in otel.children(spans["seq"]) if span.name == "toolbatch.artifact.persist"
@@ -141,7 +142,8 @@ async def test_a_batch_is_a_turn_span_under_the_callers_span(
         "".join(f"{i}\n" for i in range(1, 100_001))
     )
     assert attributes(stream)["toolbatch.artifact.location"] == "primary"
-    assert attributes(spans["report"])["toolbatch.call.persisted"] is False
+    assert attributes(spans["report"])["toolbatch.call.persisted"] is True
+    assert by_id["report"].persisted_output_files
     (written,) = [
         span for span in otel.children(turn_span) if span.name == "toolbatch.artifact.persist"
     ]
@@ -365,3 +367,32 @@ async def test_a_turn_never_completed_is_ended_as_such(otel: Recorded, tmp_path:
     (call,) = otel.children(ended)
     assert attributes(call)["gen_ai.tool.call.id"] == "c0"
     assert (ended.end_time or 0) >= (call.end_time or 0)
+
+
+async def test_model_chosen_strings_and_hook_commands_stay_out_of_telemetry(
+    otel: Recorded, tmp_path: Path
+) -> None:
+    """A 1 MB call id or tool name is a short attribute, invented tool names share one
+    metric series (``_OTHER``), and a command hook's command line (a bearer token in it)
+    is never exported, even with content capture off."""
+    secret = "Authorization: Bearer sk-live-0123456789"
+    hook = CommandHook(["sh", "-c", f"echo '{secret}' >/dev/null"])
+    config = SchedulerConfig(artifacts_dir=tmp_path, hooks=[hook])
+    calls = [ToolCall(id="i" * 1_000_000, name="add", args={"a": 1, "b": 2})]
+    calls += [ToolCall(id=f"c{n}", name=f"invented_{n}" + "n" * 1_000_000) for n in range(3)]
+    calls += [ToolCall(id=f"d{n}", name=f"made_up_{n}") for n in range(40)]
+    async with ToolScheduler(_registry(), config) as scheduler:
+        await scheduler.run_batch(calls)
+
+    for span in otel.spans():
+        assert len(span.name) <= 300
+        for key, value in attributes(span).items():
+            assert len(str(value)) <= 256, key
+            assert "Bearer" not in str(value)
+    (hook_span,) = otel.named("toolbatch.hook PostToolBatch")
+    assert str(attributes(hook_span)["toolbatch.hook.name"]).startswith("command-")
+    names = {
+        point.attributes["gen_ai.tool.name"]
+        for point in otel.points("gen_ai.execute_tool.duration")
+    }
+    assert names == {"add", "_OTHER"}

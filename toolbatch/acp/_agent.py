@@ -98,6 +98,7 @@ from toolbatch.errors import ConfigError, ToolbatchError
 from toolbatch.permissions import SHELL_TOOL, PermissionRule, Permissions
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
+    DEFAULT_CALL_TIMEOUT_CEILING_S,
     BatchObserver,
     Registry,
     SchedulerConfig,
@@ -404,43 +405,59 @@ class _TurnView:
         session = self.session
         reason = approval_reason()
         prefixes = command_prefixes(call) if declaration.name == SHELL_TOOL else []
-        async with session.permission_lock:
-            if _remembered(session, call, declaration):
-                return True
-            await session.flush()  # the client knows the call before it is asked about it
-            always = (
-                f"Always allow {call.name} in this session"
-                if not prefixes
-                else "Always allow "
-                + ", ".join(f"`{prefix}`" for prefix in prefixes)
-                + " commands in this session"
-            )
-            options = [
-                PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
-                PermissionOption(option_id=ALLOW_ALWAYS, name=always, kind="allow_always"),
-                PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
-            ]
-            if declaration.name == SHELL_TOOL and not prefixes:
-                # Not a plain sequence of simple commands: nothing safe to remember.
-                del options[1]
-            response = await self.client.request_permission(
-                session_id=session.id,
-                tool_call=permission_tool_call(tool_call_id, call, reason=reason),
-                options=options,
-            )
-            outcome = response.outcome
-            option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
-            allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
-            if option == ALLOW_ALWAYS:
-                if prefixes:
-                    session.allowed_commands.extend(
-                        PermissionRule.parse(
-                            f"Bash({prefix} *)", "allow", source="'always allow' in this session"
+        # Unanswered, the question would hold the call (and the prompt) past any deadline:
+        # it gets the call's ceiling (--timeout), its wait for an earlier question included.
+        limit = (
+            session.loop.scheduler.config.call_timeout
+            if session.loop is not None
+            else DEFAULT_CALL_TIMEOUT_CEILING_S
+        )
+        with anyio.move_on_after(limit) as waited:
+            async with session.permission_lock:
+                if _remembered(session, call, declaration):
+                    return True
+                await session.flush()  # the client knows the call before it is asked about it
+                always = (
+                    f"Always allow {call.name} in this session"
+                    if not prefixes
+                    else "Always allow "
+                    + ", ".join(f"`{prefix}`" for prefix in prefixes)
+                    + " commands in this session"
+                )
+                options = [
+                    PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
+                    PermissionOption(option_id=ALLOW_ALWAYS, name=always, kind="allow_always"),
+                    PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
+                ]
+                if declaration.name == SHELL_TOOL and not prefixes:
+                    # Not a plain sequence of simple commands: nothing safe to remember.
+                    del options[1]
+                response = await self.client.request_permission(
+                    session_id=session.id,
+                    tool_call=permission_tool_call(tool_call_id, call, reason=reason),
+                    options=options,
+                )
+                outcome = response.outcome
+                option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
+                allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
+                if option == ALLOW_ALWAYS:
+                    if prefixes:
+                        session.allowed_commands.extend(
+                            PermissionRule.parse(
+                                f"Bash({prefix} *)",
+                                "allow",
+                                source="'always allow' in this session",
+                            )
+                            for prefix in prefixes
                         )
-                        for prefix in prefixes
-                    )
-                elif declaration.name != SHELL_TOOL:
-                    session.always_allowed.add(declaration.name)
+                    elif declaration.name != SHELL_TOOL:
+                        session.always_allowed.add(declaration.name)
+        if waited.cancelled_caught:
+            log.warning("acp.permission_unanswered", session=session.id, call_id=call.id)
+            raise TimeoutError(
+                f"the client did not answer the permission request within {limit:g} s "
+                f"(the call timeout, --timeout), so {call.name!r} was not run"
+            )
         log.info(
             "acp.permission", session=session.id, call_id=call.id, allowed=allowed, reason=reason
         )
@@ -890,9 +907,18 @@ async def serve_acp(
 
         if transport is None:
             transport = AcpStdioTransport.open_stdio()
-        for directory in (options.transcript_dir, options.artifacts_dir):
+        for flag, directory in (
+            ("--transcript-dir", options.transcript_dir),
+            ("--artifacts-dir", options.artifacts_dir),
+        ):
             if directory is not None:
-                directory.mkdir(parents=True, exist_ok=True)
+                try:
+                    directory.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise ConfigError(
+                        f"{flag} {str(directory)!r} cannot be created: "
+                        f"{exc.strerror or exc}; pass a directory you can write to"
+                    ) from None
         async with anyio.create_task_group() as hosts:
             agent = AcpAgent(
                 hosts=hosts,

@@ -1034,6 +1034,7 @@ async def _run_batch(
                 duration_ms=(time.perf_counter() - started) * 1000,
                 budget_chars=budget,
                 budget_used_chars=turn.content_length,
+                stop_reason=turn.stop_reason,
             )
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 

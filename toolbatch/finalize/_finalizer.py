@@ -38,11 +38,13 @@ import anyio.to_thread
 import structlog
 
 from toolbatch._core import (
+    FileDataPart,
     FunctionResponsePart,
     InlineDataPart,
     Part,
     TextPart,
     ToolCallResponse,
+    media_type_problem,
     replace_fields,
     replace_finalized,
     replace_output,
@@ -59,6 +61,7 @@ from toolbatch.finalize._media import (
     MediaVerdict,
     check_media,
     describe_bytes,
+    file_data_problem,
     media_suffix,
 )
 from toolbatch.finalize._slots import (
@@ -293,6 +296,8 @@ def _attach(parts: list[Part], text: str) -> None:
 
 
 def _reference(mime: str, verdict: MediaVerdict, path: Path | None, max_bytes: int) -> str:
+    if media_type_problem(mime) is not None:
+        mime = "media of no valid type"  # the problem names it, bounded
     size = describe_bytes(len(verdict.data or b""))
     if verdict.kind == "oversized":
         why = f"larger than the {describe_bytes(max_bytes)} a media part may take inline"
@@ -308,17 +313,27 @@ async def _check_media(
     pending = []
     for owner, response in enumerate(responses):
         for part in response.parts:
-            if type(part) is InlineDataPart:
+            if type(part) is InlineDataPart or type(part) is FileDataPart:
                 if not _media_checked(response):
                     pending.append(owner)
                 break
     if not pending:
         return responses
     verdicts: dict[tuple[int, int], MediaVerdict] = {}
+    references: dict[tuple[int, int], str] = {}
     jobs: dict[object, tuple[str, str, str | bytes, str]] = {}
     for owner in pending:
         response = responses[owner]
         for index, part in enumerate(response.parts):
+            if isinstance(part, FileDataPart):
+                file_data = part.file_data
+                problem = file_data_problem(file_data.mime_type, file_data.file_uri)
+                if problem is not None:
+                    references[owner, index] = (
+                        f"[a file reference that is not media: {problem}; sent as text]\n"
+                        f"mimeType: {file_data.mime_type}\nfileUri: {file_data.file_uri}"
+                    )
+                continue
             if not isinstance(part, InlineDataPart):
                 continue
             verdict = verdicts[owner, index] = await _verdict(part, max_bytes)
@@ -338,6 +353,10 @@ async def _check_media(
         parts: list[Part] = []
         files = response.persisted_output_files
         for index, part in enumerate(response.parts):
+            reference = references.get((owner, index))
+            if reference is not None:
+                _attach(parts, reference)
+                continue
             found = verdicts.get((owner, index))
             if found is None or not isinstance(part, InlineDataPart):
                 parts.append(part)

@@ -19,6 +19,7 @@ from typing import Final, Literal, TypeAlias
 
 from toolbatch._core import (
     RESPONSE_TEXT_KEYS,
+    FileDataPart,
     FunctionResponse,
     FunctionResponsePart,
     InlineDataPart,
@@ -62,6 +63,7 @@ Place: TypeAlias = tuple[int, SlotField, bool]
 FIRST_OUTPUT: Final[Place] = (0, "output", False)
 """The place of most slots (a tool's plain string output), shared rather than rebuilt."""
 _MISSING: Final = object()
+_MEDIA_PARTS: Final = (InlineDataPart, FileDataPart)
 
 
 def response_text_length(parts: Sequence[Part]) -> int:
@@ -222,8 +224,11 @@ def measure_slots(
         texts: where each slot's budgeted text is appended.
         places: where each slot's place is appended.
         include_top_level_text: whether top-level ``text`` parts are budgeted.
-        lifecycle: tool names whose successful output stays inline, unbudgeted.
-        tool: the response's tool name (``None``: each function response's own name).
+        lifecycle: tool names whose successful output stays inline, unbudgeted: a function
+            response named for one of them, in a response of one of them when ``tool`` is
+            given (the finalizer), so the send guard, which sees only parts, never counts
+            what the finalizer exempted, and a part named otherwise is budgeted by both.
+        tool: the response's tool name (``None``: the send guard, parts only).
         success: whether the response succeeded; a failed one is never exempt.
     """
     for index, part in enumerate(parts):
@@ -235,7 +240,8 @@ def measure_slots(
                 success
                 and lifecycle
                 and error is _MISSING
-                and (tool if tool is not None else function_response.name) in lifecycle
+                and function_response.name in lifecycle
+                and (tool is None or tool in lifecycle)
             ):
                 continue
             output = body.get("output", _MISSING)
@@ -271,7 +277,7 @@ class BatchSlots:
         outputs: per response, its function response when the response is one function
             response holding only a string ``output`` (most are; that string is its one
             slot), else ``None``.
-        media: some response holds an inline media part.
+        media: some response holds a media part (inline or a file reference) to check.
     """
 
     texts: list[str]
@@ -308,7 +314,7 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
                 outputs.append(function_response)
                 continue
         elif not media:
-            media = InlineDataPart in map(type, parts)
+            media = any(type(part) in _MEDIA_PARTS for part in parts)
         measure_slots(
             parts,
             texts,

@@ -5,6 +5,7 @@ result after, and the bounded batch at the end; ``load_settings`` reads Claude C
 files (hooks, permissions, MCP servers). Details: ``toolbatch/hooks/README.md``.
 """
 
+from toolbatch.hooks._bounds import DEFAULT_HOOK_INPUT_CHARS, bound_object, hook_input_chars
 from toolbatch.hooks._claude_names import (
     CLAUDE_CODE_ONLY_TOOLS,
     claude_tool_input,
@@ -66,6 +67,7 @@ from toolbatch.hooks._tool_hooks import (
 __all__ = [
     "BLOCK_EXIT_CODE",
     "CLAUDE_CODE_ONLY_TOOLS",
+    "DEFAULT_HOOK_INPUT_CHARS",
     "DEFAULT_HOOK_TIMEOUT_S",
     "DEFAULT_MAX_HOOK_OUTPUT_BYTES",
     "HOOK_EVENTS",
@@ -96,9 +98,11 @@ __all__ = [
     "ToolHookInput",
     "ToolHookOutput",
     "apply_hook_output",
+    "bound_object",
     "build_hook_input",
     "claude_tool_input",
     "claude_tool_name",
+    "hook_input_chars",
     "load_settings",
     "note",
     "parse_tool_hook_answer",

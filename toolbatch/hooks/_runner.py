@@ -20,6 +20,7 @@ import structlog
 from pydantic import JsonValue, ValidationError
 
 from toolbatch._core import InlineDataPart, Part, ToolCallResponse, parts_adapter
+from toolbatch.hooks._bounds import DEFAULT_HOOK_INPUT_CHARS, bound_json_each
 from toolbatch.hooks._claude_names import claude_tool_input, claude_tool_name
 from toolbatch.hooks._command import CommandHook, HookFailed
 from toolbatch.hooks._models import (
@@ -65,24 +66,35 @@ def build_hook_input(
     *,
     session_id: str | None = None,
     cwd: str | None = None,
+    input_chars: int = DEFAULT_HOOK_INPUT_CHARS,
     transcript_path: str | None = None,
     permission_mode: str = "default",
 ) -> PostToolBatchInput:
     """The hook's view of the batch: each call with its bounded, model-facing response.
 
     ``tool_name`` and ``tool_input`` are Claude Code's (the shell is ``Bash``, its
-    ``timeout`` in milliseconds; ``{}`` for a malformed call); the response is its parts as
-    bounded within the batch budget (inline binary replaced by a placeholder); the model
-    gets them, or a shorter cut when hook text has to fit too.
+    ``timeout`` in milliseconds; ``{}`` for a malformed call), all the arguments bounded
+    together to ``input_chars`` (small ones whole, long strings cut with a marker); the
+    response is its parts as bounded within the batch budget (inline binary replaced by a
+    placeholder); the model gets them, or a shorter cut when hook text has to fit too.
     ``persisted_output_files`` and the unbounded ``display`` are never included.
     """
+    arguments: list[JsonValue] = [
+        claude_tool_input(response.name, response.call_args)
+        if response.call_args is not None
+        else {}
+        for response in responses
+    ]
+    wholes = [
+        f"call {response.call_id!r} as the model sent it, not saved" for response in responses
+    ]
+    bounded = bound_json_each(arguments, input_chars, what="the arguments", wholes=wholes)
     tool_calls = []
-    for response in responses:
-        args = response.call_args
+    for response, args in zip(responses, bounded, strict=True):
         tool_calls.append(
             HookToolCall.model_construct(
                 tool_name=claude_tool_name(response.name),
-                tool_input=claude_tool_input(response.name, args) if args is not None else {},
+                tool_input=args if isinstance(args, dict) else {"truncated": args},
                 tool_use_id=response.call_id,
                 status=response.status,
                 tool_response=HookToolResponse.model_construct(

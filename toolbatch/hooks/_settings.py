@@ -234,6 +234,11 @@ def _read(source: SettingsSource, index: int) -> tuple[Mapping[str, Any], str, s
                 f"cannot read the settings file {name!r}: {exc.strerror or exc}; pass an "
                 f"existing JSON file such as .claude/settings.json"
             ) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"the settings file {name!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                f"at offset {exc.start:,}); save it as UTF-8 JSON"
+            ) from None
         try:
             check_json_depth(text)
             document = json.loads(text)

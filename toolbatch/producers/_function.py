@@ -16,6 +16,7 @@ so the model sees it, as it sees an MCP server's image; a larger one is only des
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import inspect
@@ -213,22 +214,43 @@ class FunctionTool:
         limit = self.timeout_s
         if context.timeout_s is not None:
             limit = min(limit, context.timeout_s)
-        if context.deadline is not None and context.deadline <= current_time() + limit:
-            # The runtime stops the call in time and answers it: no scope of our own.
-            value = await self._call(kwargs)
-        else:
-            with anyio.move_on_after(limit) as scope:
+        scope: anyio.CancelScope | None = None
+        try:
+            if context.deadline is not None and context.deadline <= current_time() + limit:
+                # The runtime stops the call in time and answers it: no scope of our own.
                 value = await self._call(kwargs)
-            if scope.cancelled_caught:
-                context.cancelled.set()
-                return ToolResult.failure(
-                    f"tool {self.name!r} did not finish within {limit:g} s and was stopped; "
-                    f"retry with less work or raise its timeout",
-                    type="timeout",
-                )
+            else:
+                with anyio.move_on_after(limit) as scope:
+                    value = await self._call(kwargs)
+        except anyio.get_cancelled_exc_class():
+            if _cancel_requested():
+                raise
+            # The tool raised CancelledError itself: its failure, not a timeout or an abort.
+            return ToolResult.failure(
+                f"tool {self.name!r} failed: it raised CancelledError although nothing "
+                f"cancelled it; a tool should raise an ordinary exception to fail",
+                type="tool_crashed",
+            )
+        if scope is not None and scope.cancelled_caught:
+            context.cancelled.set()
+            return ToolResult.failure(
+                f"tool {self.name!r} did not finish within {limit:g} s and was stopped; "
+                f"retry with less work or raise its timeout",
+                type="timeout",
+            )
         if isinstance(value, bytes | bytearray | memoryview):
             return await _binary_result(bytes(value), call, context)
         return _to_result(value)
+
+
+def _cancel_requested() -> bool:
+    """Whether the running task was really cancelled (asyncio counts the requests), rather
+    than a tool raising ``CancelledError`` of its own accord. Outside asyncio: assume so."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return True
+    return task is None or task.cancelling() > 0
 
 
 def _args_model(

@@ -48,6 +48,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import dataclasses
+import errno
 import math
 import os
 import re
@@ -113,6 +114,8 @@ DEFAULT_PREVIEW_CHARS: Final = 4_000
 DEFAULT_DISPLAY_WINDOW_BYTES: Final = 64 * 2**10
 DEFAULT_SHELL_TIMEOUT_S: Final = 120.0
 MAX_SHELL_TIMEOUT_S: Final = 600.0
+MAX_COMMAND_BYTES: Final = 128 * 2**10
+"""Linux's MAX_ARG_STRLEN: the longest single argument (the command, after ``-c``) exec takes."""
 DEFAULT_KILL_GRACE_S: Final = 2.0
 DEFAULT_DRAIN_S: Final = 1.0
 
@@ -546,6 +549,15 @@ class ShellProducer:
                 invocation, call, context, policy, capture, ending, stop
             )
         except OSError as exc:
+            if exc.errno == errno.E2BIG:
+                size = len(invocation.command.encode("utf-8", "surrogateescape"))
+                return ToolResult.failure(
+                    f"could not start the command: it is {size:,} bytes and the system "
+                    f"refuses it (argument list too long: Linux takes at most "
+                    f"{MAX_COMMAND_BYTES:,} bytes in one argument, its environment adds to "
+                    f"the total); write long content to a file in smaller steps and run that",
+                    type="invalid_args",
+                )
             return ToolResult.failure(
                 f"could not start {self._shell!r} in {str(invocation.cwd)!r}: {exc}; "
                 f"check that the shell is installed and the directory is usable",

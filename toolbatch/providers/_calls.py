@@ -104,10 +104,10 @@ def make_call(
 ) -> ToolCall:
     """A ``ToolCall`` from a reply's raw values; unreadable pieces make it invalid.
 
-    A missing id becomes ``call_<ordinal>``, so the call is still answered (and paired when
-    the history is sent back).
+    A missing id is left empty here: :func:`with_ids` gives it one no other call of the
+    reply has, so the call is still answered (and paired when the history is sent back).
     """
-    call_id = raw_id if isinstance(raw_id, str) and raw_id else f"call_{ordinal}"
+    call_id = raw_id if isinstance(raw_id, str) and raw_id else ""
     name = raw_name if isinstance(raw_name, str) else ""
     args, reason = _arguments(raw_args)
     if invalid is None and not name:
@@ -126,3 +126,22 @@ def make_call(
             ordinal=ordinal,
             invalid=f"arguments are not JSON values ({where}: {problem['msg']})",
         )
+
+
+def with_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """``calls``, each call without an id given ``call_<ordinal>`` (with a ``-<n>`` suffix
+    when the model's own calls already use that id), so it never collides with one of them:
+    a collision would answer it as a duplicate of a call it is not."""
+    if all(call.id for call in calls):
+        return calls
+    taken = {call.id for call in calls if call.id}
+    named: list[ToolCall] = []
+    for call in calls:
+        if not call.id:
+            candidate, suffix = f"call_{call.ordinal}", 2
+            while candidate in taken:
+                candidate, suffix = f"call_{call.ordinal}-{suffix}", suffix + 1
+            taken.add(candidate)
+            call = call.model_copy(update={"id": candidate})
+        named.append(call)
+    return named

@@ -25,6 +25,11 @@ from toolbatch._core import (
     InlineDataPart,
     TextPart,
     Turn,
+    base64_decoded_size,
+    describe_bytes,
+    file_uri_problem,
+    media_type_problem,
+    sniff_media,
 )
 from toolbatch.providers._batch import MediaPart, Source, parts_of
 
@@ -98,27 +103,19 @@ def media_type(mime: str) -> str:
     return _TYPE_ALIASES.get(base, base)
 
 
-def decoded_size(data: str) -> int:
-    """The bytes a base64 text stands for."""
-    return max(0, len(data) * 3 // 4 - data[-2:].count("="))
-
-
-def _human(size: int) -> str:
-    if size < 1000:
-        return f"{size} bytes"
-    if size < 1_000_000:
-        return f"{size / 1000:.1f} kB"
-    return f"{size / 1_000_000:.1f} MB"
+decoded_size = base64_decoded_size
+_human = describe_bytes
 
 
 def inline_reference(inline: InlineData, reason: str) -> str:
-    """The text that stands for inline media that is not sent."""
+    """The text that stands for inline media that is not sent (its type named, bounded)."""
     where = (
         f"saved at {inline.persisted_file}"
         if inline.persisted_file is not None
         else "no saved copy is available"
     )
-    return f"[{inline.mime_type}, {_human(decoded_size(inline.data))}, not sent: {reason}; {where}]"
+    mime = inline.mime_type if media_type_problem(inline.mime_type) is None else "media"
+    return f"[{mime}, {_human(decoded_size(inline.data))}, not sent: {reason}; {where}]"
 
 
 def _decode_head(data: str, chars: int) -> bytes:
@@ -169,17 +166,13 @@ def _webp_size(head: bytes) -> tuple[int, int] | None:
 
 
 def sniff(data: str) -> str | None:
-    """The image type the bytes really are (PNG, JPEG, GIF or WebP), or ``None``."""
-    head = _decode_head(data, 16)
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if head[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+    """The image type the bytes claim to be (PNG, JPEG, GIF or WebP), or ``None``.
+
+    The finalizer has checked each inline part as a whole (``toolbatch._core.verify_media``);
+    this names what it is, from the one signature table.
+    """
+    found = sniff_media(_decode_head(data, 16))
+    return found.mime_type if found is not None and found.mime_type in _NAMES else None
 
 
 def _measure(mime: str, data: str) -> tuple[int, int] | None:
@@ -251,6 +244,9 @@ class MediaAllowance:
         rules = self._rules
         if isinstance(part, FileDataPart):
             data = part.file_data
+            problem = media_type_problem(data.mime_type) or file_uri_problem(data.file_uri)
+            if problem is not None:
+                return f"[a file reference, not sent: {problem}]"
             if rules.file_uris:
                 return Admitted(data.mime_type)
             return (
@@ -258,6 +254,9 @@ class MediaAllowance:
                 f"file references in tool results]"
             )
         inline = part.inline_data
+        problem = media_type_problem(inline.mime_type)
+        if problem is not None:
+            return inline_reference(inline, problem)
         mime = media_type(inline.mime_type)
         if mime in SNIFFED_IMAGE_TYPES:
             actual = sniff(inline.data)

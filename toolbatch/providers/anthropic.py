@@ -33,7 +33,7 @@ from toolbatch.providers._batch import (
     group,
     response_text,
 )
-from toolbatch.providers._calls import as_list, make_call, plain, reply_shape_error
+from toolbatch.providers._calls import as_list, make_call, plain, reply_shape_error, with_ids
 from toolbatch.providers._media import MediaAllowance, MediaRules
 
 __all__ = [
@@ -96,7 +96,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
             calls.append(
                 make_call(entry.get("id"), entry.get("name"), entry.get("input"), len(calls))
             )
-    return calls
+    return with_ids(calls)
 
 
 def _image(part: InlineDataPart, mime: str) -> dict[str, Any]:

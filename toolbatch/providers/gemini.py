@@ -25,7 +25,7 @@ from toolbatch._core import (
     ToolDeclaration,
 )
 from toolbatch.providers._batch import HasDeclarations, Source, declarations_of, group, parts_of
-from toolbatch.providers._calls import as_list, field, make_call, plain, reply_shape_error
+from toolbatch.providers._calls import as_list, field, make_call, plain, reply_shape_error, with_ids
 from toolbatch.providers._media import MediaAllowance, MediaRules
 
 __all__ = [
@@ -117,7 +117,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
                     None, None, None, len(calls), invalid=f"the call is not an object: {call!r:.80}"
                 )
             )
-    return calls
+    return with_ids(calls)
 
 
 def tool_results(turn: Source, /, *, earlier: Sequence[Source] = ()) -> list[dict[str, Any]]:

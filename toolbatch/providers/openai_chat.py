@@ -21,7 +21,7 @@ from toolbatch.providers._batch import (
     group,
     response_text,
 )
-from toolbatch.providers._calls import as_list, make_call, plain, reply_shape_error
+from toolbatch.providers._calls import as_list, make_call, plain, reply_shape_error, with_ids
 from toolbatch.providers._media import MediaAllowance, MediaRules
 from toolbatch.providers._openai import (
     IMAGE_TYPES,
@@ -72,9 +72,9 @@ def tool_calls(reply: object) -> list[ToolCall]:
         message = body
     else:
         raise reply_shape_error("a Chat Completions", "a completion or a message", body)
-    return [
-        _call(entry, ordinal) for ordinal, entry in enumerate(as_list(message.get("tool_calls")))
-    ]
+    return with_ids(
+        [_call(entry, ordinal) for ordinal, entry in enumerate(as_list(message.get("tool_calls")))]
+    )
 
 
 def _call(entry: object, ordinal: int) -> ToolCall:

@@ -21,7 +21,7 @@ from toolbatch.providers._batch import (
     group,
     response_text,
 )
-from toolbatch.providers._calls import as_list, field, make_call, plain, reply_shape_error
+from toolbatch.providers._calls import as_list, field, make_call, plain, reply_shape_error, with_ids
 from toolbatch.providers._media import MediaAllowance, MediaRules
 from toolbatch.providers._openai import (
     IMAGE_TYPES,
@@ -97,7 +97,7 @@ def tool_calls(reply: object) -> list[ToolCall]:
                     invalid=f"it is a {entry['type']!r}; toolbatch declares function tools only",
                 )
             )
-    return calls
+    return with_ids(calls)
 
 
 def _image(part: InlineDataPart, mime: str) -> dict[str, Any]:

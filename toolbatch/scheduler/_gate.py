@@ -53,10 +53,12 @@ from toolbatch._core import (
     replace_fields,
 )
 from toolbatch.hooks import (
+    DEFAULT_HOOK_INPUT_CHARS,
     EventHook,
     PostToolUseFailureInput,
     PostToolUseInput,
     PreToolUseInput,
+    bound_object,
     claude_tool_input,
     claude_tool_name,
     run_post_tool_use_hooks,
@@ -164,6 +166,7 @@ class CallGate:
     permissions: Permissions = field(default_factory=Permissions)
     hook_timeout_s: float = 15.0
     session_id: str | None = None
+    input_chars: int = DEFAULT_HOOK_INPUT_CHARS
     transcript_path: str | None = None
     has_pre: bool = False
     has_post: bool = False
@@ -176,15 +179,17 @@ class CallGate:
         *,
         hook_timeout_s: float,
         session_id: str | None,
+        input_chars: int = DEFAULT_HOOK_INPUT_CHARS,
         transcript_path: str | None = None,
     ) -> CallGate:
-        """A gate for these hooks and rules."""
+        """A gate for these hooks and rules; a hook's input holds at most ``input_chars``."""
         tool_hooks = tuple(hook for hook in hooks if hook.event != "PostToolBatch")
         return cls(
             hooks=tool_hooks,
             permissions=permissions,
             hook_timeout_s=hook_timeout_s,
             session_id=session_id,
+            input_chars=input_chars,
             transcript_path=transcript_path,
             has_pre=any(hook.event == "PreToolUse" for hook in tool_hooks),
             has_post=any(hook.event != "PreToolUse" for hook in tool_hooks),
@@ -209,7 +214,12 @@ class CallGate:
             "cwd": os.getcwd(),
             "permission_mode": self.permission_mode,
             "tool_name": claude_tool_name(call.name),
-            "tool_input": claude_tool_input(call.name, call.args),
+            "tool_input": bound_object(
+                claude_tool_input(call.name, call.args),
+                self.input_chars,
+                what="the arguments",
+                whole=f"call {call.id!r} as the model sent it, not saved",
+            ),
             "tool_use_id": call.id,
         }
 
@@ -379,7 +389,13 @@ class CallGate:
             if failure is None:
                 data = PostToolUseInput.model_construct(
                     hook_event_name="PostToolUse",
-                    tool_response=tool_response,
+                    tool_response=bound_object(
+                        tool_response,
+                        self.input_chars,
+                        what="the response",
+                        whole=", ".join(map(str, response.persisted_output_files or ()))
+                        or "not saved",
+                    ),
                     duration_ms=duration_ms,
                     **common,
                 )

@@ -62,6 +62,7 @@ from toolbatch.hooks import (
     SettingsSource,
     apply_hook_output,
     build_hook_input,
+    hook_input_chars,
     load_settings,
     run_post_tool_batch_hooks,
 )
@@ -605,6 +606,7 @@ class ToolScheduler:
             hook_timeout_s=self.config.hook_timeout,
             session_id=self._session_id,
             transcript_path=_transcript_path(self.config.recorder),
+            input_chars=hook_input_chars(self.config.budget),
         )
         self._batch_hooks = self.config.post_tool_batch_hooks()
 
@@ -907,6 +909,7 @@ class ToolScheduler:
                 session_id=self._session_id,
                 transcript_path=_transcript_path(record) or self._gate.transcript_path,
                 permission_mode=self._gate.permission_mode,
+                input_chars=hook_input_chars(limit),
             )
             output = await run_post_tool_batch_hooks(
                 self._batch_hooks, batch, timeout_s=self.config.hook_timeout

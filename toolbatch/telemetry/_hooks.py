@@ -1,9 +1,11 @@
 """Hook runs: a ``toolbatch.hook {event}`` span each, and ``toolbatch.hook.duration``.
 
-The span is current while the hook runs, so a command hook's ``TRACEPARENT`` names it as
-the parent. Its outcome is what the hook's answer does: ``no_answer``, ``context``, ``stop``
-or ``replace`` (the strongest it asks for), or ``failed`` (it crashed, timed out or answered
-something that is not a hook answer; the batch goes on without it).
+A command hook is named by a digest of its command (which may hold a secret), never by
+the command itself. The span is current while the hook runs, so a command hook's
+``TRACEPARENT`` names it as the parent. Its outcome is what the hook's answer does:
+``no_answer``, ``context``, ``stop`` or ``replace`` (the strongest it asks for), or
+``failed`` (it crashed, timed out or answered something that is not a hook answer; the
+batch goes on without it).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Final, Literal, TypeAlias
 
+from toolbatch.telemetry._bounds import hook_name
 from toolbatch.telemetry._names import (
     ERROR_TYPE,
     HOOK_EVENT,
@@ -58,7 +61,7 @@ class HookTelemetry:
         self.span = otel.tracer().start_span(
             f"{SPAN_HOOK} {event}",
             kind=otel.trace.SpanKind.INTERNAL,
-            attributes={HOOK_EVENT: event, HOOK_NAME: name, HOOK_TYPE: kind},
+            attributes={HOOK_EVENT: event, HOOK_NAME: hook_name(name, kind), HOOK_TYPE: kind},
             start_time=self._start_ns,
         )
         self._token = otel.context.attach(otel.trace.set_span_in_context(self.span))

@@ -26,6 +26,7 @@ import time
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from toolbatch.telemetry._bounds import bounded, metric_tool_name
 from toolbatch.telemetry._names import (
     ERROR_TYPE,
     GEN_AI_OPERATION_NAME,
@@ -72,7 +73,7 @@ class McpCallTelemetry:
         metric = {
             MCP_METHOD_NAME: METHOD_TOOLS_CALL,
             GEN_AI_OPERATION_NAME: OPERATION_EXECUTE_TOOL,
-            GEN_AI_TOOL_NAME: self._attributes[MCP_TOOL],
+            GEN_AI_TOOL_NAME: metric_tool_name(self._attributes[MCP_TOOL]),
             NETWORK_TRANSPORT: self._attributes[NETWORK_TRANSPORT],
         }
         for optional in (MCP_PROTOCOL_VERSION, SERVER_ADDRESS, SERVER_PORT):
@@ -130,19 +131,19 @@ def _start(
         return _NULL_MCP_CALL
     attributes: dict[str, Any] = {
         MCP_METHOD_NAME: METHOD_TOOLS_CALL,
-        MCP_SERVER: server,
-        MCP_TOOL: tool,
+        MCP_SERVER: bounded(server),
+        MCP_TOOL: bounded(tool),
         # [MCP] network.transport: pipe for stdio, tcp for HTTP.
         NETWORK_TRANSPORT: "pipe" if url is None else "tcp",
     }
     if protocol_version:
-        attributes[MCP_PROTOCOL_VERSION] = protocol_version
+        attributes[MCP_PROTOCOL_VERSION] = bounded(protocol_version)
     if session_id:  # [MCP] mcp.session.id: span only (a metric attribute of high cardinality)
-        attributes[MCP_SESSION_ID] = session_id
+        attributes[MCP_SESSION_ID] = bounded(session_id)
     if url is not None:
         parts = urlsplit(url)
         if parts.hostname:
-            attributes[SERVER_ADDRESS] = parts.hostname
+            attributes[SERVER_ADDRESS] = bounded(parts.hostname)
             with contextlib.suppress(ValueError):  # a port that is not a number: left out
                 attributes[SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
     return McpCallTelemetry(otel, call, attributes)

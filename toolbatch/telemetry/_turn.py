@@ -23,10 +23,11 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
+from toolbatch.telemetry._bounds import MAX_CONTENT_CHARS, bounded, metric_tool_name
 from toolbatch.telemetry._names import (
     CALL_CHARS,
     CALL_PERSISTED,
@@ -124,7 +125,17 @@ def _result_content(response: ToolCallResponse) -> str:
 class CallTelemetry:
     """One call's ``execute_tool`` span, from the moment a worker takes the call."""
 
-    __slots__ = ("_ended", "_start_ns", "error_type", "metric_attributes", "span", "turn")
+    __slots__ = (
+        "_attributes",
+        "_end_ns",
+        "_ended",
+        "_start_ns",
+        "call_id",
+        "error_type",
+        "metric_attributes",
+        "span",
+        "turn",
+    )
 
     def __init__(
         self, turn: TurnTelemetry, call: ToolCall | _CallOf, start_ns: int | None = None
@@ -132,24 +143,27 @@ class CallTelemetry:
         self.turn = turn
         self._start_ns = time.time_ns() if start_ns is None else start_ns
         self._ended = False
+        self._attributes: dict[str, Any] = {}
+        self._end_ns = 0
+        self.call_id = bounded(call.id)
         self.error_type: str | None = None
         """Set by a protocol's instrumentation (MCP: ``tool_error``) to override the response's."""
         attributes: dict[str, Any] = {
             # [GENAI-SPANS]: gen_ai.operation.name is given at creation, for sampling.
             GEN_AI_OPERATION_NAME: OPERATION_EXECUTE_TOOL,
-            GEN_AI_TOOL_NAME: call.name,
-            GEN_AI_TOOL_CALL_ID: call.id,
+            GEN_AI_TOOL_NAME: bounded(call.name),
+            GEN_AI_TOOL_CALL_ID: self.call_id,
             GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
         }
         if turn.capture:
-            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = _json(call.args)
+            attributes[GEN_AI_TOOL_CALL_ARGUMENTS] = bounded(_json(call.args), MAX_CONTENT_CHARS)
         self.metric_attributes: dict[str, Any] = {
-            GEN_AI_TOOL_NAME: call.name,
+            GEN_AI_TOOL_NAME: bounded(call.name),
             GEN_AI_TOOL_TYPE: TOOL_TYPE_FUNCTION,
         }
         otel = turn.otel
         self.span = otel.tracer().start_span(
-            f"{OPERATION_EXECUTE_TOOL} {call.name}",
+            f"{OPERATION_EXECUTE_TOOL} {bounded(call.name)}",
             context=turn.context,
             kind=otel.trace.SpanKind.INTERNAL,
             attributes=attributes,
@@ -162,7 +176,8 @@ class CallTelemetry:
         self.metric_attributes[GEN_AI_TOOL_TYPE] = tool_type
 
     def finish(self, response: ToolCallResponse | None, end_ns: int | None = None) -> None:
-        """End the span with how the call ended, and record its metrics."""
+        """Note how the call ended and record its metrics; the span ends with the turn
+        (:meth:`close`), which knows whether the output was persisted in the end."""
         if self._ended:
             return
         self._ended = True
@@ -182,19 +197,24 @@ class CallTelemetry:
                     error_type = MCP_TOOL_ERROR  # [MCP]: isError is reported as tool_error
                 else:
                     error_type = response.error_type or ERROR_TYPE_OTHER
+            metric[GEN_AI_TOOL_NAME] = metric_tool_name(response.name, response.error_type)
             attributes[CALL_PERSISTED] = bool(response.persisted_output_files)
             if turn.capture and error_type is None:
-                attributes[GEN_AI_TOOL_CALL_RESULT] = _result_content(response)
+                attributes[GEN_AI_TOOL_CALL_RESULT] = bounded(
+                    _result_content(response), MAX_CONTENT_CHARS
+                )
         attributes[CALL_STATUS] = status
         attributes[CALL_CHARS] = chars
         metric[CALL_STATUS] = status
         if error_type is not None:
+            error_type = bounded(error_type)
             attributes[ERROR_TYPE] = error_type
             metric[ERROR_TYPE] = error_type
             # Recording Errors: no description, the message may hold the call's content.
             self.span.set_status(otel.trace.StatusCode.ERROR)
-        self.span.set_attributes(attributes)
-        self.span.end(end_time=end_ns)
+        self._attributes = attributes
+        self._end_ns = end_ns
+        turn.finished.append(self)
         # [GENAI-METRICS]: the same value as the span's duration.
         instruments = otel.meters()
         instruments.tool_duration.record((end_ns - self._start_ns) / 1e9, metric)
@@ -202,6 +222,14 @@ class CallTelemetry:
             produced = turn.produced
             tool = metric[GEN_AI_TOOL_NAME]
             produced[tool] = produced.get(tool, 0) + chars
+
+    def close(self, final: ToolCallResponse | None) -> None:
+        """End the span at the time the call ended; ``final`` is the call's response as the
+        turn completed it (its persisted state is the one reported), if known."""
+        if final is not None and CALL_PERSISTED in self._attributes:
+            self._attributes[CALL_PERSISTED] = bool(final.persisted_output_files)
+        self.span.set_attributes(self._attributes)
+        self.span.end(end_time=self._end_ns)
 
 
 class _CallScope:
@@ -250,6 +278,7 @@ class TurnTelemetry:
         "capture",
         "context",
         "executed_ns",
+        "finished",
         "hooks",
         "hooks_context",
         "hooks_failed",
@@ -267,7 +296,7 @@ class TurnTelemetry:
         self.capture = capture_content()
         self.start_ns = time.time_ns()
         self.executed_ns: int | None = None
-        attributes = {GEN_AI_CONVERSATION_ID: session_id} if session_id else None
+        attributes = {GEN_AI_CONVERSATION_ID: bounded(session_id)} if session_id else None
         parent = otel.context.get_current() if otel.context is not None else None
         self.span = otel.tracer().start_span(
             SPAN_TURN,
@@ -279,6 +308,8 @@ class TurnTelemetry:
         self.context = otel.trace.set_span_in_context(self.span, parent)
         self.calls: set[CallTelemetry] = set()
         """Calls started and not finished yet (ended with the turn)."""
+        self.finished: list[CallTelemetry] = []
+        """Calls finished, their spans still open: they end with the turn (``close``)."""
         self.artifacts = 0
         self.artifact_bytes = 0
         self.artifact_failures = 0
@@ -358,10 +389,17 @@ class TurnTelemetry:
 
     # -- the end --------------------------------------------------------------------------
 
-    def _end_calls(self, end_ns: int | None = None) -> None:
+    def _end_calls(self, end_ns: int | None = None, final: Sequence[ToolCallResponse] = ()) -> None:
         for record in self.calls:
             record.finish(None, end_ns)
         self.calls.clear()
+        by_id: dict[str, list[ToolCallResponse]] = {}
+        for response in reversed(final):
+            by_id.setdefault(bounded(response.call_id), []).append(response)
+        for record in self.finished:
+            same = by_id.get(record.call_id)
+            record.close(same.pop() if same else None)
+        self.finished.clear()
         produced = self.otel.meters().output_produced
         for tool, chars in self.produced.items():
             produced.add(chars, {GEN_AI_TOOL_NAME: tool})
@@ -410,8 +448,8 @@ class TurnTelemetry:
         sent_by_tool: dict[str, int] = {}
         for response in turn.responses:
             if response.content_length:
-                chars = sent_by_tool.get(response.name, 0) + response.content_length
-                sent_by_tool[response.name] = chars
+                tool = metric_tool_name(response.name, response.error_type)
+                sent_by_tool[tool] = sent_by_tool.get(tool, 0) + response.content_length
         sent = self.otel.meters().output_sent
         for tool, chars in sent_by_tool.items():
             sent.add(chars, {GEN_AI_TOOL_NAME: tool})
@@ -432,7 +470,7 @@ class TurnTelemetry:
         """End the turn ``complete_turn`` returned (``answered_by_runtime``: the responses
         the runtime added, which get their call spans here)."""
         self._answered_by_runtime(answered_by_runtime)
-        self._end_calls()
+        self._end_calls(final=turn.responses)
         self._record_turn(turn, budget)
         self.span.set_attributes({**self._counts(), TURN_COMPLETED: True})
         self.span.end()

@@ -33,7 +33,8 @@ Events (one JSON object each; ``stream-json`` writes one per line)::
                   "result": str (success; also on failure when the run still produced
                             one, such as the turn of an interrupted run),
                   "error": {"message"} (failure),
-                  "budget": {"limit_chars", "used_chars"} (when given)}
+                  "budget": {"limit_chars", "used_chars"} (when given),
+                  "stop_reason": str (when a hook stopped the run)}
 
 ``result.result`` is the run's answer for programs (``toolbatch run`` puts the model-facing
 parts there as a JSON string); the ``text`` format may show people a rendering of it
@@ -381,6 +382,7 @@ class OutputAdapter:
         duration_ms: float | None = None,
         budget_chars: int | None = None,
         budget_used_chars: int | None = None,
+        stop_reason: str | None = None,
     ) -> None:
         """The run's outcome.
 
@@ -396,6 +398,8 @@ class OutputAdapter:
             duration_ms: the run's wall time; the time since ``init`` when omitted.
             budget_chars: the aggregate tool-output budget, if one applied.
             budget_used_chars: model-facing tool-output characters sent, if known.
+            stop_reason: why a hook stopped the run, if one did (``stop_reason`` in the
+                event).
         """
         if duration_ms is None:
             duration_ms = (time.perf_counter() - self._started) * 1000
@@ -414,6 +418,8 @@ class OutputAdapter:
             event["result"] = self._last_text if result is None else result
         if budget_chars is not None or budget_used_chars is not None:
             event["budget"] = {"limit_chars": budget_chars, "used_chars": budget_used_chars}
+        if stop_reason is not None:
+            event["stop_reason"] = stop_reason
         self._emit(event, text=text)
 
     def close(self) -> None:

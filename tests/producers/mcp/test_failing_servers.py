@@ -93,6 +93,19 @@ async def test_the_start_up_timeout_is_configurable_everywhere(
     assert "MCP_TIMEOUT" in error
 
 
+async def test_a_server_that_never_started_is_killed_at_once(tmp_path: Path) -> None:
+    """A server that did not finish start-up gets no 2 s grace to exit on its own (and
+    then 2 s more after SIGTERM): the whole run takes its start-up timeout, little more."""
+    started = time.monotonic()
+    turn = await one_call(
+        tmp_path,
+        {"mute": {**MUTE, "startup_timeout_sec": 0.5}},
+        ToolCall(id="c", name="mcp__mute__echo"),
+    )
+    assert time.monotonic() - started < 1.9
+    assert "did not finish start-up" in answer(turn)["error"]
+
+
 def test_a_bad_mcp_timeout_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """MCP_TIMEOUT that is not a number of milliseconds names itself and the fix."""
     monkeypatch.setenv("MCP_TIMEOUT", "30s")

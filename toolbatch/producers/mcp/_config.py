@@ -305,6 +305,11 @@ def _read_document(path: Path) -> Any:
             f"cannot read the MCP config file {str(path)!r}: {exc.strerror or exc}; "
             f"pass an existing JSON or TOML file, or the JSON document itself"
         ) from exc
+    except UnicodeDecodeError as exc:
+        raise McpConfigError(
+            f"the MCP config file {str(path)!r} is not UTF-8 text (byte "
+            f"{exc.object[exc.start]:#04x} at offset {exc.start:,}); save it as UTF-8 JSON"
+        ) from None
     if path.suffix == ".toml":
         return _parse_toml(path, text)
     try:

@@ -317,6 +317,8 @@ class McpConnection:
                 transport = generation.transport
                 generation.died_starting = transport is not None and transport.closed.is_set()
                 raise
+            if generation.transport is not None:
+                generation.transport.started = True  # from now on it is stopped gracefully
             self._resolved = kind
             self._set_tools(tools)
             self.server_info = initialized.server_info

@@ -202,6 +202,8 @@ class StdioTransport:
         closed: set once the server's stdout ended or its stdin broke.
         close_reason: why the transport closed, when it was not a plain end of output.
         stderr_tail: the server's last stderr lines, for start-up diagnostics.
+        started: the server finished start-up (``initialize`` and ``tools/list``); one
+            that never did is killed at once when the transport closes, not given a grace.
     """
 
     read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -213,6 +215,7 @@ class StdioTransport:
     closed: anyio.Event = field(default_factory=anyio.Event)
     close_reason: str | None = None
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
+    started: bool = False
     _read_send: MemoryObjectSendStream[SessionMessage | Exception] | None = None
     _write_receive: MemoryObjectReceiveStream[SessionMessage] | None = None
 
@@ -319,7 +322,7 @@ class StdioTransport:
             log.debug("mcp.server_stderr", server=self.server, line=text)
 
     async def _stop(self) -> None:
-        """Close stdin, give the server a moment, then end its whole process group."""
+        """Close stdin, give a started server a moment, then end its whole process group."""
         if self._read_send is not None:
             self._read_send.close()
         self.write_stream.close()
@@ -327,7 +330,8 @@ class StdioTransport:
         if stdin is not None:
             with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await stdin.aclose()
-        if not await self._wait_exit(STDIN_CLOSE_GRACE_S):
+        # A server that never finished start-up has nothing to save: it is killed at once.
+        if self.started and not await self._wait_exit(STDIN_CLOSE_GRACE_S):
             self._signal_group(signal.SIGTERM)
             await self._wait_exit(TERM_GRACE_S)
         # Descendants can outlive the leader: the group is always killed.
