@@ -118,8 +118,16 @@ def test_a_dual_output_file_replaced_during_the_run_is_reported_not_followed(
     victim = _victim(tmp_path)
     sidecar = tmp_path / "dual.jsonl"
     swap = f"mv {sidecar} {tmp_path / 'moved.jsonl'} && ln -s {victim} {sidecar} && echo swapped"
+    # The sandbox keeps the sidecar read-only (a protected path); with it off, the writer's
+    # own check is what stands, and that is what this test proves.
     done = run_toolbatch(
-        "run", str(_batch(tmp_path, swap)), "--dual-output", str(sidecar), cwd=tmp_path
+        "run",
+        str(_batch(tmp_path, swap)),
+        "--dual-output",
+        str(sidecar),
+        "--sandbox",
+        "off",
+        cwd=tmp_path,
     )
     assert done.returncode == 1
     assert "swapped" in done.stdout.decode()

@@ -4,6 +4,7 @@ process left behind after a cancelled run."""
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,9 +37,26 @@ def check_bounded(texts: Sequence[str], *, budget: int = BUDGET) -> list[Path]:
     return named
 
 
+def _sleep_seconds(pid_file: Path) -> str:
+    """A duration unique to ``pid_file``: the sleep is found by its command line, because
+    under the sandbox's PID namespace ``$$`` is a number of the command's own namespace."""
+    return f"60.{zlib.crc32(str(pid_file).encode()):010d}"
+
+
 def pid_command(pid_file: Path) -> str:
-    """A shell command that writes its pid and then sleeps (it must be killed)."""
-    return f"echo $$ > {pid_file}; exec sleep 60"
+    """A shell command that says it started, then sleeps (it must be killed)."""
+    return f"echo started > {pid_file}; exec sleep {_sleep_seconds(pid_file)}"
+
+
+def _pid_running(argv: bytes) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes() == argv:
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
 
 
 def alive(pid: int) -> bool:
@@ -50,14 +68,23 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def running_pid(pid_file: Path) -> int | None:
+    """The host's pid of the sleep ``pid_command(pid_file)`` runs, if it runs now."""
+    if not pid_file.exists():
+        return None
+    return _pid_running(b"sleep\0" + _sleep_seconds(pid_file).encode() + b"\0")
+
+
 async def wait_for_pid(pid_file: Path, *, timeout_s: float = 20.0) -> int:
-    """The pid a command wrote into ``pid_file``, once it is there."""
+    """The host's pid of the sleep ``pid_command(pid_file)`` runs, once it runs."""
     path = anyio.Path(pid_file)
+    argv = b"sleep\0" + _sleep_seconds(pid_file).encode() + b"\0"
     with anyio.fail_after(timeout_s):
         while True:  # the command is another process: there is no event to wait on
-            text = await path.read_text() if await path.exists() else ""
-            if text.strip():
-                return int(text)
+            if await path.exists():
+                pid = _pid_running(argv)
+                if pid is not None:
+                    return pid
             await anyio.sleep(0.01)
 
 

@@ -26,6 +26,7 @@ from tests.integrations._support import (
     alive,
     check_bounded,
     pid_command,
+    running_pid,
 )
 from toolbatch.integrations.mini_swe_agent import ToolbatchEnvironment
 
@@ -142,12 +143,15 @@ def test_an_interrupt_kills_the_running_commands(tmp_path: Path) -> None:
         tmp_path, AGENT, _response(*(pid_command(path) for path in pid_files), prefix="c")
     )
 
+    pids: list[int] = []
+
     def interrupt_once_running() -> None:
         deadline = time.monotonic() + 20
-        while not all(path.exists() and path.read_text().strip() for path in pid_files):
+        while None in (found := [running_pid(path) for path in pid_files]):
             if time.monotonic() > deadline:
                 return
             time.sleep(0.01)
+        pids.extend(pid for pid in found if pid is not None)
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # Ctrl-C
 
     interrupter = threading.Thread(target=interrupt_once_running)
@@ -155,5 +159,5 @@ def test_an_interrupt_kills_the_running_commands(tmp_path: Path) -> None:
     with env, pytest.raises(KeyboardInterrupt):
         agent.run("sleep")
     interrupter.join()
-    pids = [int(path.read_text()) for path in pid_files]
+    assert len(pids) == 3
     assert [pid for pid in pids if alive(pid)] == []

@@ -104,7 +104,11 @@ def _sleeping(seconds: str) -> list[int]:
 async def read_pid(pipe: Path) -> int:
     """The host pid of the :func:`sleeper` that wrote into ``pipe`` (waits for the writer)."""
     seconds = (await anyio.to_thread.run_sync(pipe.read_text)).strip()
-    (pid,) = _sleeping(seconds)
+    # The background job may not have exec'd `sleep` yet when the echo is read.
+    with anyio.fail_after(10):
+        while not (found := _sleeping(seconds)):  # noqa: ASYNC110  (another process: no event)
+            await anyio.sleep(0.01)
+    (pid,) = found
     return pid
 
 
