@@ -68,8 +68,11 @@ from toolbatch import (
     load_session,
 )
 from toolbatch.producers import ProducerContext
-from toolbatch.producers.mcp import DEFAULT_INHERITED_ENV_VARS as MCP_ENV_VARS
-from toolbatch.producers.mcp import McpServers, load_mcp_config
+from toolbatch.producers.mcp import (
+    DEFAULT_INHERITED_ENV_VARS as MCP_ENV_VARS,
+    McpServers,
+    load_mcp_config,
+)
 from toolbatch.sandbox._environment import DEFAULT_INHERITED_ENV_VARS as HOOK_ENV_VARS
 from toolbatch.sandbox._reaper import ensure_reaper
 from toolbatch.transports import make_output_adapter

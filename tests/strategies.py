@@ -14,8 +14,7 @@ import functools
 import shlex
 from pathlib import Path
 
-from hypothesis import settings
-from hypothesis import strategies as st
+from hypothesis import settings, strategies as st
 from pydantic import JsonValue
 
 from toolbatch import (

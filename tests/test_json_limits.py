@@ -6,8 +6,7 @@ import json
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from pydantic import JsonValue
 
 from tests.strategies import scaled

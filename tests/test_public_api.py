@@ -144,3 +144,32 @@ def test_configure_logging_refuses_an_unknown_level() -> None:
     """A bad level is a ConfigError naming the value, not a bare ValueError."""
     with pytest.raises(ConfigError, match="'verbose'"):
         toolbatch.configure_logging("verbose")  # type: ignore[arg-type]
+
+
+MAX_PUBLIC_NAMES = 150
+
+
+def test_the_public_surface_is_small_enough_to_hold_in_ones_head() -> None:
+    """At most 150 distinct names across every public module's __all__ (a name re-exported
+    at the top level counts once); everything else is internal, re-exported by a package's
+    __init__ only as ``Name as Name`` for its sibling packages."""
+    names: set[str] = set()
+    for module_name in PACKAGES:
+        names.update(importlib.import_module(module_name).__all__)
+    assert len(names) <= MAX_PUBLIC_NAMES, sorted(names)
+
+
+def test_the_top_level_exports_what_embedding_needs() -> None:
+    """The agent loop, the hook types, the turn object and the model error are importable
+    from ``toolbatch`` itself."""
+    for name in (
+        "AgentLoop",
+        "CommandHook",
+        "EventHook",
+        "ModelError",
+        "PendingTurn",
+        "PostToolBatchInput",
+        "PostToolBatchOutput",
+    ):
+        assert name in toolbatch.__all__
+        assert getattr(toolbatch, name) is not None

@@ -22,17 +22,17 @@ from toolbatch._core import (
     InlineData,
     InlineDataPart,
     Part,
-    ResponseStatus,
+    ResponseStatus as ResponseStatus,
     TextPart,
     ToolCall,
     ToolCallResponse,
     ToolDeclaration,
-    ToolFailure,
+    ToolFailure as ToolFailure,
     ToolResult,
     Turn,
-    parts_adapter,
+    parts_adapter as parts_adapter,
 )
-from toolbatch.artifacts import ArtifactStore, ArtifactStream
+from toolbatch.artifacts import ArtifactStore, ArtifactStream as ArtifactStream
 from toolbatch.errors import (
     ArtifactCapExceeded,
     ArtifactError,
@@ -50,7 +50,7 @@ from toolbatch.errors import (
 from toolbatch.hooks import CommandHook, EventHook, PostToolBatchInput, PostToolBatchOutput
 from toolbatch.logs import configure_logging
 from toolbatch.producers import FunctionTool, Producer, ProducerContext, tool
-from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
+from toolbatch.recorder import JsonlRecorder, RecordedTurn as RecordedTurn, load_session
 from toolbatch.scheduler import (
     PendingTurn,
     Registry,
@@ -82,7 +82,6 @@ __all__ = [
     "ArtifactCapExceeded",
     "ArtifactError",
     "ArtifactStore",
-    "ArtifactStream",
     "ArtifactWriteError",
     "BatchObserver",
     "CommandHook",
@@ -108,17 +107,14 @@ __all__ = [
     "PostToolBatchOutput",
     "Producer",
     "ProducerContext",
-    "RecordedTurn",
     "RecorderError",
     "Registry",
-    "ResponseStatus",
     "SchedulerConfig",
     "SessionHostError",
     "TextPart",
     "ToolCall",
     "ToolCallResponse",
     "ToolDeclaration",
-    "ToolFailure",
     "ToolRegistrationError",
     "ToolResult",
     "ToolScheduler",
@@ -129,6 +125,5 @@ __all__ = [
     "configure_logging",
     "default_registry",
     "load_session",
-    "parts_adapter",
     "tool",
 ]

@@ -15,7 +15,9 @@ import structlog
 
 from toolbatch.errors import ConfigError
 
-__all__ = ["LogLevel", "configure_logging"]
+__all__ = [
+    "configure_logging",
+]
 
 LogLevel: TypeAlias = Literal["debug", "info", "warning", "error"]
 

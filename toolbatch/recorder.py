@@ -51,9 +51,7 @@ __all__ = [
     "JsonlRecorder",
     "RecordedTurn",
     "Recorder",
-    "ResponseKind",
     "load_session",
-    "response_kind",
 ]
 
 log = structlog.get_logger("toolbatch.recorder")

@@ -9,8 +9,7 @@ import pytest
 import structlog
 
 from toolbatch.acp import AcpOptions
-from toolbatch.cli._main import _acp_options, _parser
-from toolbatch.cli._main import main as cli_main
+from toolbatch.cli._main import _acp_options, _parser, main as cli_main
 
 
 @pytest.fixture(autouse=True)

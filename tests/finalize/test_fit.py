@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from tests.strategies import texts
 from toolbatch.finalize._fit import (

@@ -7,8 +7,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.finalize._support import RecordingStore, budgeted_length, split_slots
 from tests.strategies import response_batches, scaled

@@ -10,8 +10,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 from tests.strategies import plain_commands, substituted_commands, wrapped_commands
 from toolbatch.permissions import (

@@ -4,8 +4,7 @@ shared/reference/ecosystem-2.md, code.claude.com/docs/en/permissions)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from structlog.testing import capture_logs
 
 from toolbatch.errors import ConfigError

@@ -13,8 +13,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.strategies import scaled
 from toolbatch import ArtifactStore, ToolCall, ToolResult

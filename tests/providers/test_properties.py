@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 from anthropic.types import MessageParam
 from google.genai import types as genai
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.responses import ResponseInputItemParam
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import acp
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from tests.strategies import scaled
 from tests.transports.strategies import js_text, reference_payload_bytes

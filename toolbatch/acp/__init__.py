@@ -14,31 +14,26 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS, MODEL_CHOICES, ModelChoice
+from toolbatch.acp._choices import (
+    DEFAULT_MAX_SESSIONS as DEFAULT_MAX_SESSIONS,
+    MODEL_CHOICES as MODEL_CHOICES,
+    ModelChoice as ModelChoice,
+)
 
 if TYPE_CHECKING:
     from toolbatch.acp._agent import (
-        ALLOW_ALWAYS,
-        ALLOW_ONCE,
-        REJECT_ONCE,
-        AcpAgent,
+        ALLOW_ALWAYS as ALLOW_ALWAYS,
+        ALLOW_ONCE as ALLOW_ONCE,
+        REJECT_ONCE as REJECT_ONCE,
+        AcpAgent as AcpAgent,
         AcpOptions,
-        check_model_settings,
+        check_model_settings as check_model_settings,
         serve_acp,
     )
-    from toolbatch.acp._stdio import AcpStdioTransport
+    from toolbatch.acp._stdio import AcpStdioTransport as AcpStdioTransport
 
 __all__ = [
-    "ALLOW_ALWAYS",
-    "ALLOW_ONCE",
-    "DEFAULT_MAX_SESSIONS",
-    "MODEL_CHOICES",
-    "REJECT_ONCE",
-    "AcpAgent",
     "AcpOptions",
-    "AcpStdioTransport",
-    "ModelChoice",
-    "check_model_settings",
     "serve_acp",
 ]
 

@@ -7,43 +7,30 @@ directory fsync) and streams a command's output into one file; ``persist_within`
 """
 
 from toolbatch.artifacts._deadline import (
-    DEFAULT_PERSIST_TIMEOUT_S,
-    PERSIST_RESERVE_S,
+    DEFAULT_PERSIST_TIMEOUT_S as DEFAULT_PERSIST_TIMEOUT_S,
+    PERSIST_RESERVE_S as PERSIST_RESERVE_S,
     commit_within,
-    persist_deadline,
+    persist_deadline as persist_deadline,
     persist_within,
 )
 from toolbatch.artifacts._home import (
-    SESSION_MAX_AGE_S,
-    artifact_session,
-    list_sessions,
-    new_session_id,
-    remove_sessions,
-    sessions_dir,
+    SESSION_MAX_AGE_S as SESSION_MAX_AGE_S,
+    artifact_session as artifact_session,
+    list_sessions as list_sessions,
+    new_session_id as new_session_id,
+    remove_sessions as remove_sessions,
+    sessions_dir as sessions_dir,
 )
 from toolbatch.artifacts._store import (
-    DEFAULT_MAX_FILE_BYTES,
-    DEFAULT_MAX_TOTAL_BYTES,
+    DEFAULT_MAX_FILE_BYTES as DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_TOTAL_BYTES as DEFAULT_MAX_TOTAL_BYTES,
     ArtifactStore,
-    ArtifactStream,
-    safe_name_component,
+    ArtifactStream as ArtifactStream,
+    safe_name_component as safe_name_component,
 )
 
 __all__ = [
-    "DEFAULT_MAX_FILE_BYTES",
-    "DEFAULT_MAX_TOTAL_BYTES",
-    "DEFAULT_PERSIST_TIMEOUT_S",
-    "PERSIST_RESERVE_S",
-    "SESSION_MAX_AGE_S",
     "ArtifactStore",
-    "ArtifactStream",
-    "artifact_session",
     "commit_within",
-    "list_sessions",
-    "new_session_id",
-    "persist_deadline",
     "persist_within",
-    "remove_sessions",
-    "safe_name_component",
-    "sessions_dir",
 ]

@@ -9,42 +9,34 @@ place a public budget value is validated.
 
 from toolbatch.finalize._budget import (
     DEFAULT_BATCH_BUDGET_CHARS,
-    Budget,
-    budget_from_wire,
+    Budget as Budget,
+    budget_from_wire as budget_from_wire,
     check_budget,
-    effective_budget,
+    effective_budget as effective_budget,
 )
 from toolbatch.finalize._finalizer import (
-    DEFAULT_PERSIST_CONCURRENCY,
-    DEFAULT_PERSIST_TIMEOUT_S,
+    DEFAULT_PERSIST_CONCURRENCY as DEFAULT_PERSIST_CONCURRENCY,
+    DEFAULT_PERSIST_TIMEOUT_S as DEFAULT_PERSIST_TIMEOUT_S,
     finalize_tool_responses,
 )
-from toolbatch.finalize._fit import TRUNCATION_HEADER
+from toolbatch.finalize._fit import TRUNCATION_HEADER as TRUNCATION_HEADER
 from toolbatch.finalize._guard import enforce_send_budget
 from toolbatch.finalize._lifecycle import (
     DEFAULT_LIFECYCLE_TOOLS,
-    PLAN_MODE_REENTRY_REMINDER,
-    PLAN_MODE_REMINDER,
-    check_lifecycle_tools,
+    PLAN_MODE_REENTRY_REMINDER as PLAN_MODE_REENTRY_REMINDER,
+    PLAN_MODE_REMINDER as PLAN_MODE_REMINDER,
+    check_lifecycle_tools as check_lifecycle_tools,
 )
-from toolbatch.finalize._media import DEFAULT_MEDIA_PART_BYTES, decoded_size
+from toolbatch.finalize._media import (
+    DEFAULT_MEDIA_PART_BYTES as DEFAULT_MEDIA_PART_BYTES,
+    decoded_size as decoded_size,
+)
 from toolbatch.finalize._slots import response_text_length
 
 __all__ = [
     "DEFAULT_BATCH_BUDGET_CHARS",
     "DEFAULT_LIFECYCLE_TOOLS",
-    "DEFAULT_MEDIA_PART_BYTES",
-    "DEFAULT_PERSIST_CONCURRENCY",
-    "DEFAULT_PERSIST_TIMEOUT_S",
-    "PLAN_MODE_REENTRY_REMINDER",
-    "PLAN_MODE_REMINDER",
-    "TRUNCATION_HEADER",
-    "Budget",
-    "budget_from_wire",
     "check_budget",
-    "check_lifecycle_tools",
-    "decoded_size",
-    "effective_budget",
     "enforce_send_budget",
     "finalize_tool_responses",
     "response_text_length",

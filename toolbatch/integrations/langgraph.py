@@ -52,7 +52,9 @@ from toolbatch import (
 )
 from toolbatch.integrations._turns import in_own_task, make_call, turn_texts
 
-__all__ = ["LANGCHAIN_OUTPUT_THRESHOLD_CHARS", "ToolbatchNode"]
+__all__ = [
+    "ToolbatchNode",
+]
 
 LANGCHAIN_OUTPUT_THRESHOLD_CHARS: Final = 25_000
 """A LangChain tool's output over this many characters is persisted and previewed (the

@@ -58,10 +58,8 @@ from toolbatch import (
 from toolbatch.producers import SandboxMode, ShellEnvMode
 
 __all__ = [
-    "DEFAULT_BATCH_BUDGET_CHARS",
     "ToolbatchAgent",
     "ToolbatchEnvironment",
-    "ToolbatchEnvironmentConfig",
 ]
 
 DEFAULT_BATCH_BUDGET_CHARS: Final = 8_000

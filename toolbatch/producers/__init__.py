@@ -1,48 +1,44 @@
 """Producers: the tools that answer calls (shell, MCP, custom) and their shared protocol."""
 
 from toolbatch.producers._base import (
-    DEFAULT_CALL_TIMEOUT_S,
-    UNWATCHED_OUTPUT,
+    DEFAULT_CALL_TIMEOUT_S as DEFAULT_CALL_TIMEOUT_S,
+    UNWATCHED_OUTPUT as UNWATCHED_OUTPUT,
     UNWATCHED_PROGRESS,
-    OutputCallback,
+    OutputCallback as OutputCallback,
     Producer,
     ProducerContext,
-    ProgressCallback,
+    ProgressCallback as ProgressCallback,
     ToolDeclaration,
 )
-from toolbatch.producers._function import FunctionTool, tool, validate_tool_name
-from toolbatch.producers._generic import GENERIC_PREVIEW_CHARS, apply_output_threshold
-from toolbatch.producers._shell import ShellExit, ShellProducer, shell_exit
+from toolbatch.producers._function import (
+    FunctionTool as FunctionTool,
+    tool,
+    validate_tool_name as validate_tool_name,
+)
+from toolbatch.producers._generic import (
+    GENERIC_PREVIEW_CHARS as GENERIC_PREVIEW_CHARS,
+    apply_output_threshold as apply_output_threshold,
+)
+from toolbatch.producers._shell import (
+    ShellExit as ShellExit,
+    ShellProducer,
+    shell_exit as shell_exit,
+)
 from toolbatch.sandbox import (
-    LandlockProbe,
-    ProcessPolicy,
-    SandboxMode,
-    ShellEnvMode,
-    check_process_options,
+    LandlockProbe as LandlockProbe,
+    ProcessPolicy as ProcessPolicy,
+    SandboxMode as SandboxMode,
+    ShellEnvMode as ShellEnvMode,
+    check_process_options as check_process_options,
     open_process_policy,
 )
 
 __all__ = [
-    "DEFAULT_CALL_TIMEOUT_S",
-    "GENERIC_PREVIEW_CHARS",
-    "UNWATCHED_OUTPUT",
     "UNWATCHED_PROGRESS",
-    "FunctionTool",
-    "LandlockProbe",
-    "OutputCallback",
-    "ProcessPolicy",
     "Producer",
     "ProducerContext",
-    "ProgressCallback",
-    "SandboxMode",
-    "ShellEnvMode",
-    "ShellExit",
     "ShellProducer",
     "ToolDeclaration",
-    "apply_output_threshold",
-    "check_process_options",
     "open_process_policy",
-    "shell_exit",
     "tool",
-    "validate_tool_name",
 ]

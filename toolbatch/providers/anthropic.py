@@ -37,14 +37,6 @@ from toolbatch.providers._calls import as_list, make_call, plain, reply_shape_er
 from toolbatch.providers._media import MediaAllowance, MediaRules
 
 __all__ = [
-    "IMAGE_TYPES",
-    "MANY_IMAGES",
-    "MANY_IMAGES_MAX_SIDE_PX",
-    "MAX_IMAGE_BASE64_CHARS",
-    "MAX_IMAGE_SIDE_PX",
-    "MAX_REQUEST_IMAGES",
-    "MAX_REQUEST_MEDIA_CHARS",
-    "MEDIA_RULES",
     "tool_calls",
     "tool_definitions",
     "tool_results",

@@ -29,10 +29,6 @@ from toolbatch.providers._calls import as_list, field, make_call, plain, reply_s
 from toolbatch.providers._media import MediaAllowance, MediaRules
 
 __all__ = [
-    "MAX_REQUEST_INLINE_CHARS",
-    "MAX_REQUEST_INLINE_PARTS",
-    "MEDIA_RULES",
-    "MEDIA_TYPES",
     "tool_calls",
     "tool_definitions",
     "tool_results",

@@ -24,20 +24,15 @@ from toolbatch.providers._batch import (
 from toolbatch.providers._calls import as_list, field, make_call, plain, reply_shape_error, with_ids
 from toolbatch.providers._media import MediaAllowance, MediaRules
 from toolbatch.providers._openai import (
-    IMAGE_TYPES,
-    MAX_IMAGE_URL_CHARS,
-    MAX_REQUEST_IMAGE_CHARS,
-    MAX_REQUEST_IMAGES,
+    IMAGE_TYPES as IMAGE_TYPES,
+    MAX_IMAGE_URL_CHARS as MAX_IMAGE_URL_CHARS,
+    MAX_REQUEST_IMAGE_CHARS as MAX_REQUEST_IMAGE_CHARS,
+    MAX_REQUEST_IMAGES as MAX_REQUEST_IMAGES,
     data_url,
     openai_rules,
 )
 
 __all__ = [
-    "IMAGE_TYPES",
-    "MAX_IMAGE_URL_CHARS",
-    "MAX_REQUEST_IMAGES",
-    "MAX_REQUEST_IMAGE_CHARS",
-    "MEDIA_RULES",
     "tool_calls",
     "tool_definitions",
     "tool_results",

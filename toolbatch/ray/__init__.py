@@ -16,29 +16,23 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     ) from exc
 
 from toolbatch.ray._pool import (
-    DEFAULT_SESSION_RESOURCES,
-    ConfigSource,
+    DEFAULT_SESSION_RESOURCES as DEFAULT_SESSION_RESOURCES,
+    ConfigSource as ConfigSource,
     SessionPool,
     open_session,
     session_registry,
 )
 from toolbatch.ray._session import (
-    LOST_ERROR_TYPE,
-    MAX_HELD_BATCHES,
-    RemoteTool,
+    LOST_ERROR_TYPE as LOST_ERROR_TYPE,
+    MAX_HELD_BATCHES as MAX_HELD_BATCHES,
+    RemoteTool as RemoteTool,
     SessionHandle,
-    SessionState,
+    SessionState as SessionState,
 )
 
 __all__ = [
-    "DEFAULT_SESSION_RESOURCES",
-    "LOST_ERROR_TYPE",
-    "MAX_HELD_BATCHES",
-    "ConfigSource",
-    "RemoteTool",
     "SessionHandle",
     "SessionPool",
-    "SessionState",
     "open_session",
     "session_registry",
 ]

@@ -9,57 +9,38 @@ command; ``toolbatch.producers`` spawns through it.
 from toolbatch.sandbox._bubblewrap import PROTECTED_NAMES, find_bubblewrap
 from toolbatch.sandbox._environment import (
     DEFAULT_INHERITED_ENV_VARS,
-    SHELL_ENV_MODES,
-    ShellEnvMode,
-    minimal_environment,
-    shell_environment,
+    SHELL_ENV_MODES as SHELL_ENV_MODES,
+    ShellEnvMode as ShellEnvMode,
+    minimal_environment as minimal_environment,
+    shell_environment as shell_environment,
 )
-from toolbatch.sandbox._pinning import ScriptPins, command_scripts
+from toolbatch.sandbox._pinning import ScriptPins as ScriptPins, command_scripts as command_scripts
 from toolbatch.sandbox._policy import (
-    LandlockProbe,
-    NamespacesProbe,
-    ProcessPolicy,
-    SandboxMode,
-    check_process_options,
+    LandlockProbe as LandlockProbe,
+    NamespacesProbe as NamespacesProbe,
+    ProcessPolicy as ProcessPolicy,
+    SandboxMode as SandboxMode,
+    check_process_options as check_process_options,
     open_process_policy,
 )
 from toolbatch.sandbox._process import (
-    GroupStop,
-    SpawnThread,
-    group_alive,
-    open_group_process,
-    open_pipe,
+    GroupStop as GroupStop,
+    SpawnThread as SpawnThread,
+    group_alive as group_alive,
+    open_group_process as open_group_process,
+    open_pipe as open_pipe,
     stop_group,
 )
 from toolbatch.sandbox._reaper import (
-    ensure_reaper,
-    forget_group,
-    reap_with_host,
+    ensure_reaper as ensure_reaper,
+    forget_group as forget_group,
+    reap_with_host as reap_with_host,
 )
 
 __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",
     "PROTECTED_NAMES",
-    "SHELL_ENV_MODES",
-    "GroupStop",
-    "LandlockProbe",
-    "NamespacesProbe",
-    "ProcessPolicy",
-    "SandboxMode",
-    "ScriptPins",
-    "ShellEnvMode",
-    "SpawnThread",
-    "check_process_options",
-    "command_scripts",
-    "ensure_reaper",
     "find_bubblewrap",
-    "forget_group",
-    "group_alive",
-    "minimal_environment",
-    "open_group_process",
-    "open_pipe",
     "open_process_policy",
-    "reap_with_host",
-    "shell_environment",
     "stop_group",
 ]

@@ -1,31 +1,28 @@
 """The scheduler: the registry, custom tools, and the one turn pipeline (execute, complete)."""
 
-from toolbatch.scheduler._gate import approval_reason, ask_approval
+from toolbatch.scheduler._gate import (
+    approval_reason as approval_reason,
+    ask_approval as ask_approval,
+)
 from toolbatch.scheduler._pending import PendingTurn
 from toolbatch.scheduler._registry import Registry, default_registry
 from toolbatch.scheduler._scheduler import (
-    DEFAULT_CALL_TIMEOUT_CEILING_S,
-    DEFAULT_CONCURRENCY,
+    DEFAULT_CALL_TIMEOUT_CEILING_S as DEFAULT_CALL_TIMEOUT_CEILING_S,
+    DEFAULT_CONCURRENCY as DEFAULT_CONCURRENCY,
     USE_CONFIG,
     ApprovalCallback,
-    BatchObserver,
+    BatchObserver as BatchObserver,
     SchedulerConfig,
     ToolScheduler,
-    UseConfig,
+    UseConfig as UseConfig,
 )
 
 __all__ = [
-    "DEFAULT_CALL_TIMEOUT_CEILING_S",
-    "DEFAULT_CONCURRENCY",
     "USE_CONFIG",
     "ApprovalCallback",
-    "BatchObserver",
     "PendingTurn",
     "Registry",
     "SchedulerConfig",
     "ToolScheduler",
-    "UseConfig",
-    "approval_reason",
-    "ask_approval",
     "default_registry",
 ]

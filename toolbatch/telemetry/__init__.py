@@ -10,41 +10,37 @@ command line uses). The other names are the instrumentation points toolbatch's o
 packages call (the scheduler, the hooks runner, the artifact store, the shell, MCP).
 """
 
-from toolbatch.telemetry._artifacts import traced_commit, traced_persist
-from toolbatch.telemetry._carriers import child_environment, environment_key
-from toolbatch.telemetry._export import OtlpExport, export_from_environment
-from toolbatch.telemetry._hooks import HookKind, HookTelemetry, trace_hook
-from toolbatch.telemetry._mcp import McpCallTelemetry, trace_mcp_call
+from toolbatch.telemetry._artifacts import (
+    traced_commit as traced_commit,
+    traced_persist as traced_persist,
+)
+from toolbatch.telemetry._carriers import (
+    child_environment as child_environment,
+    environment_key as environment_key,
+)
+from toolbatch.telemetry._export import OtlpExport as OtlpExport, export_from_environment
+from toolbatch.telemetry._hooks import (
+    HookKind as HookKind,
+    HookTelemetry as HookTelemetry,
+    trace_hook as trace_hook,
+)
+from toolbatch.telemetry._mcp import (
+    McpCallTelemetry as McpCallTelemetry,
+    trace_mcp_call as trace_mcp_call,
+)
 from toolbatch.telemetry._runtime import capture_content, configure
 from toolbatch.telemetry._turn import (
-    CallTelemetry,
-    TurnTelemetry,
-    begin_turn,
-    call_scope,
-    current_call,
-    current_turn,
-    note_cuts,
+    CallTelemetry as CallTelemetry,
+    TurnTelemetry as TurnTelemetry,
+    begin_turn as begin_turn,
+    call_scope as call_scope,
+    current_call as current_call,
+    current_turn as current_turn,
+    note_cuts as note_cuts,
 )
 
 __all__ = [
-    "CallTelemetry",
-    "HookKind",
-    "HookTelemetry",
-    "McpCallTelemetry",
-    "OtlpExport",
-    "TurnTelemetry",
-    "begin_turn",
-    "call_scope",
     "capture_content",
-    "child_environment",
     "configure",
-    "current_call",
-    "current_turn",
-    "environment_key",
     "export_from_environment",
-    "note_cuts",
-    "trace_hook",
-    "trace_mcp_call",
-    "traced_commit",
-    "traced_persist",
 ]

@@ -12,43 +12,28 @@ headless output.
 """
 
 from toolbatch.transports._acp_projection import (
-    ACP_MARKER,
-    ACP_MEDIA_JSON_BYTES,
-    ACP_TOOL_RESULT_JSON_BYTES,
+    ACP_MARKER as ACP_MARKER,
+    ACP_MEDIA_JSON_BYTES as ACP_MEDIA_JSON_BYTES,
+    ACP_TOOL_RESULT_JSON_BYTES as ACP_TOOL_RESULT_JSON_BYTES,
     project_acp_update,
 )
 from toolbatch.transports._headless import (
-    DUAL_OUTPUT_PROTOCOL_VERSION,
-    OutputAdapter,
-    OutputFormat,
-    ProgressStatus,
-    display_text,
-    dumps_json_line,
-    make_output_adapter,
-    tool_result_content,
+    DUAL_OUTPUT_PROTOCOL_VERSION as DUAL_OUTPUT_PROTOCOL_VERSION,
+    OutputAdapter as OutputAdapter,
+    OutputFormat as OutputFormat,
+    ProgressStatus as ProgressStatus,
+    display_text as display_text,
+    dumps_json_line as dumps_json_line,
+    make_output_adapter as make_output_adapter,
+    tool_result_content as tool_result_content,
 )
 from toolbatch.transports._json_string import (
-    HEADLESS_MARKER,
-    HEADLESS_TOOL_RESULT_JSON_BYTES,
-    json_string_bytes,
-    project_json_string,
+    HEADLESS_MARKER as HEADLESS_MARKER,
+    HEADLESS_TOOL_RESULT_JSON_BYTES as HEADLESS_TOOL_RESULT_JSON_BYTES,
+    json_string_bytes as json_string_bytes,
+    project_json_string as project_json_string,
 )
 
 __all__ = [
-    "ACP_MARKER",
-    "ACP_MEDIA_JSON_BYTES",
-    "ACP_TOOL_RESULT_JSON_BYTES",
-    "DUAL_OUTPUT_PROTOCOL_VERSION",
-    "HEADLESS_MARKER",
-    "HEADLESS_TOOL_RESULT_JSON_BYTES",
-    "OutputAdapter",
-    "OutputFormat",
-    "ProgressStatus",
-    "display_text",
-    "dumps_json_line",
-    "json_string_bytes",
-    "make_output_adapter",
     "project_acp_update",
-    "project_json_string",
-    "tool_result_content",
 ]

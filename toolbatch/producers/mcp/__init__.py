@@ -7,68 +7,47 @@ every server, lists its tools and exposes each as a producer named ``mcp__<serve
 """
 
 from toolbatch.producers.mcp._config import (
-    MIN_CALL_TIMEOUT_MS,
-    HttpServerConfig,
-    HttpTransport,
+    MIN_CALL_TIMEOUT_MS as MIN_CALL_TIMEOUT_MS,
+    HttpServerConfig as HttpServerConfig,
+    HttpTransport as HttpTransport,
     McpConfig,
-    ServerConfig,
-    StdioServerConfig,
+    ServerConfig as ServerConfig,
+    StdioServerConfig as StdioServerConfig,
     load_mcp_config,
-    merge_mcp_configs,
+    merge_mcp_configs as merge_mcp_configs,
 )
-from toolbatch.producers.mcp._connection import DEFAULT_START_TIMEOUT_S, McpConnection
-from toolbatch.producers.mcp._scrub import scrub_surrogates
+from toolbatch.producers.mcp._connection import (
+    DEFAULT_START_TIMEOUT_S as DEFAULT_START_TIMEOUT_S,
+    McpConnection as McpConnection,
+)
+from toolbatch.producers.mcp._scrub import scrub_surrogates as scrub_surrogates
 from toolbatch.producers.mcp._servers import (
-    DEFAULT_MCP_TIMEOUT_S,
-    MAX_TOOL_NAME_CHARS,
-    MCP_TIMEOUT_ENV,
-    MCP_TOOL_TIMEOUT_ENV,
+    DEFAULT_MCP_TIMEOUT_S as DEFAULT_MCP_TIMEOUT_S,
+    MAX_TOOL_NAME_CHARS as MAX_TOOL_NAME_CHARS,
+    MCP_TIMEOUT_ENV as MCP_TIMEOUT_ENV,
+    MCP_TOOL_TIMEOUT_ENV as MCP_TOOL_TIMEOUT_ENV,
     McpServers,
-    McpServerStatus,
-    McpToolProducer,
-    UnavailableToolProducer,
-    mcp_tool_name,
+    McpServerStatus as McpServerStatus,
+    McpToolProducer as McpToolProducer,
+    UnavailableToolProducer as UnavailableToolProducer,
+    mcp_tool_name as mcp_tool_name,
 )
 from toolbatch.producers.mcp._stdio import (
     DEFAULT_INHERITED_ENV_VARS,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    StdioTransport,
-    open_stdio_transport,
-    server_environment,
+    DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES,
+    StdioTransport as StdioTransport,
+    open_stdio_transport as open_stdio_transport,
+    server_environment as server_environment,
 )
 from toolbatch.producers.mcp._transform import (
-    DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
-    DEFAULT_PREVIEW_CHARS,
-    transform_result,
+    DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS as DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
+    DEFAULT_PREVIEW_CHARS as DEFAULT_PREVIEW_CHARS,
+    transform_result as transform_result,
 )
 
 __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",
-    "DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS",
-    "DEFAULT_MAX_MESSAGE_BYTES",
-    "DEFAULT_MCP_TIMEOUT_S",
-    "DEFAULT_PREVIEW_CHARS",
-    "DEFAULT_START_TIMEOUT_S",
-    "MAX_TOOL_NAME_CHARS",
-    "MCP_TIMEOUT_ENV",
-    "MCP_TOOL_TIMEOUT_ENV",
-    "MIN_CALL_TIMEOUT_MS",
-    "HttpServerConfig",
-    "HttpTransport",
     "McpConfig",
-    "McpConnection",
-    "McpServerStatus",
     "McpServers",
-    "McpToolProducer",
-    "ServerConfig",
-    "StdioServerConfig",
-    "StdioTransport",
-    "UnavailableToolProducer",
     "load_mcp_config",
-    "mcp_tool_name",
-    "merge_mcp_configs",
-    "open_stdio_transport",
-    "scrub_surrogates",
-    "server_environment",
-    "transform_result",
 ]
