@@ -8,6 +8,8 @@ strategies know. ``tests/permissions/test_shell_rules.py`` runs them for real.
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 
 import pytest
 from hypothesis import example, given, strategies as st
@@ -98,6 +100,20 @@ DENY_REWRITES = [
     "$'touch' x",
     "touch x",
 ]
+
+# Found by the full Hypothesis profile: tree-sitter-bash reads a negated compound command as
+# commands named "if", "then" and "fi"; such a tree is refused under a deny rule.
+MISPARSED = ["! if true; then touch x; fi", "! while true; do touch x; done"]
+
+
+@pytest.mark.parametrize("command", MISPARSED)
+def test_a_keyword_read_as_a_command_is_denied_under_a_deny_rule(command: str) -> None:
+    """A deny rule refuses a tree whose command names are shell keywords."""
+    decision = rules(deny=["Bash(touch:*)"], allow=["Bash"]).decide(
+        "run_shell_command", {"command": command}
+    )
+    assert decision.behavior == "deny"
+    assert "shell keyword" in (decision.reason or "")
 
 
 @pytest.mark.parametrize("command", DENY_REWRITES)
@@ -275,3 +291,40 @@ def test_analysis_never_raises(text: str) -> None:
     """Property: any text (lone surrogates included) is analysed or said unanalysable."""
     analysis = analyze_command(text)
     assert analysis.plain or analysis.not_plain is not None
+
+
+_FUZZ = """
+import sys
+from hypothesis import given, seed, settings, strategies as st
+from toolbatch.permissions import analyze_command
+
+@seed(int(sys.argv[1]))
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.text())
+def fuzz(text):
+    for marker in ("$(", "`", "<(", ">("):
+        analyze_command(f"echo {text}{marker}")
+
+fuzz()
+"""
+
+
+@pytest.mark.parametrize("seed", [1, 2, 6])
+def test_the_parser_survives_arbitrary_text(seed: int) -> None:
+    """Arbitrary text never crashes the process (tree-sitter-bash's scanner segfaults on
+    some code points; seeds 2 and 6 found them)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FUZZ, str(seed)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_text_the_parser_would_crash_on_is_asked_and_refused_under_deny() -> None:
+    """``{`` and a plane-13 code point crash tree-sitter-bash: never parsed, never approved,
+    refused under a deny rule."""
+    command = "echo {\U000d6963"
+    assert decide(rules(allow=["Bash(echo:*)"]), command) is None
+    denied = rules(deny=["Bash(touch:*)"], allow=["Bash"]).decide(
+        "run_shell_command", {"command": command}
+    )
+    assert denied.behavior == "deny"

@@ -28,7 +28,7 @@ from toolbatch.producers.mcp._servers import (
     MCP_TOOL_TIMEOUT_ENV as MCP_TOOL_TIMEOUT_ENV,
     McpServers,
     McpServerStatus as McpServerStatus,
-    McpToolProducer as McpToolProducer,
+    McpToolProducer,
     UnavailableToolProducer as UnavailableToolProducer,
     mcp_tool_name as mcp_tool_name,
 )
@@ -49,5 +49,6 @@ __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",
     "McpConfig",
     "McpServers",
+    "McpToolProducer",
     "load_mcp_config",
 ]
