@@ -17,7 +17,7 @@ from toolbatch.hooks import CommandHook
 from toolbatch.sandbox import command_scripts
 
 if TYPE_CHECKING:
-    from toolbatch.scheduler._scheduler import SchedulerConfig
+    from toolbatch.scheduler._config import SchedulerConfig
 
 __all__ = ["session_protected_paths"]
 
