@@ -5,11 +5,13 @@ bytecode caching on (``PYTHONDONTWRITEBYTECODE`` removed: an installed package h
 ``.pyc`` files, and one untimed run writes them for a source tree). The runs alternate with
 ``python -c pass`` on the same interpreter, the floor any Python command pays; the figure is
 the median wall time. Diagnostics: the CPU time of the same runs (user + system, steadier
-than wall time on a loaded machine) and the import of ``toolbatch.cli`` alone.
+than wall time on a loaded machine), the import of ``toolbatch.cli`` alone, and a batch of
+one ``true`` (what a first real call adds: its models, the sandbox, the reaper, a process).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -61,16 +63,19 @@ def run(quick: bool) -> list[Row]:
     bare = [sys.executable, "-c", "pass"]
     imports = [sys.executable, "-c", "import toolbatch.cli"]
     _timed(command, b"[]", env)  # writes the bytecode of a source tree, untimed
+    one_call = json.dumps([{"id": "c1", "name": "run_shell_command", "args": {"command": "true"}}])
     ours: list[float] = []
     ours_cpu: list[float] = []
     python: list[float] = []
     import_only: list[float] = []
+    with_call: list[float] = []
     for _ in range(QUICK_RUNS if quick else RUNS):
         wall, cpu = _timed(command, b"[]", env)
         ours.append(wall)
         ours_cpu.append(cpu)
         python.append(_timed(bare, b"", env)[0])
         import_only.append(_timed(imports, b"", env)[0])
+        with_call.append(_timed(command, one_call.encode(), env)[0])
     wall_s, cpu_s = statistics.median(ours), statistics.median(ours_cpu)
     python_s = statistics.median(python)
     return [
@@ -104,5 +109,15 @@ def run(quick: bool) -> list[Row]:
             baseline_value=python_s,
             ratio=statistics.median(import_only) / python_s,
             target="diagnostic (what the imports cost)",
+        ),
+        Row(
+            area=AREA,
+            name="diagnostic: the same with one `true` call",
+            value=statistics.median(with_call),
+            unit="s",
+            baseline="python -c pass, same interpreter",
+            baseline_value=python_s,
+            ratio=statistics.median(with_call) / python_s,
+            target="diagnostic (a first real call's share)",
         ),
     ]
