@@ -276,6 +276,10 @@ def run(quick: bool) -> list[Row]:
     rounds = QUICK_ROUNDS if quick else ROUNDS
     disk_rounds = QUICK_ROUNDS if quick else DISK_ROUNDS
     label = f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size // 2**20} MiB"
+    # The per-command rows first: after the streams below, the disk's writeback of their
+    # gigabytes slowed every spawn for a while (once 6.9 ms per `true` instead of 2-3).
+    sandbox = _sandbox_cost(quick)
+    short = _short_command(quick)
     fast = Path(tempfile.mkdtemp(prefix="toolbatch-bench-shell-", dir=_scratch_root()))
     disk = Path(tempfile.mkdtemp(prefix="toolbatch-bench-shell-"))
     try:
@@ -328,8 +332,6 @@ def run(quick: bool) -> list[Row]:
     disk_ratio = disk_rate / disk_cat_rate
     disk_null_rate = mib / min(disk_null_cats)
     peak = max(growth)
-    sandbox = _sandbox_cost(quick)
-    short = _short_command(quick)
     return [
         Row(
             area=AREA,
