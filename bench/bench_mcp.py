@@ -6,10 +6,10 @@
   whose line reassembly is quadratic. Both read the same server; ours does more work.
 * Echo round-trip latency: the producer versus a bare ``ClientSession.call_tool`` over the
   SDK's transport, on two live sessions, one call of each in turn (a diagnostic).
-* Issue 18's echo row: one echo call as a whole batch through ``ToolScheduler.run_batch``
+* Issue 33's echo row: one echo call as a whole batch through ``ToolScheduler.run_batch``
   (scheduler, hooks, finalizer: what an agent pays per MCP call) against a bare
   ``ClientSession.call_tool`` on another live session of the same server, one of each in
-  turn (target: at most 1.1x).
+  turn (target: at most 1.05x; issue 18 asked 1.1x).
 * Issue 18's memory row: one 200 MB text result (``texts``) through ``run_batch`` in a
   child process with the default store, whose peak RSS (``VmHWM``) must stay within
   2.5x the result.
@@ -45,8 +45,9 @@ minutes under load); a stopped run makes the baseline, and the ratio, a lower bo
 TARGET_SPEEDUP = 10.0
 TARGET_ECHO_RATIO = 1.2
 """The producer alone (diagnostic)."""
-TARGET_BATCH_ECHO_RATIO = 1.1
-"""Issue 18: one MCP echo through run_batch vs a bare ClientSession.call_tool."""
+TARGET_BATCH_ECHO_RATIO = 1.05
+"""Issue 33 (1.1 in issue 18): one MCP echo through run_batch vs a bare
+ClientSession.call_tool."""
 BIG_RSS_CHARS = 200_000_000
 QUICK_BIG_RSS_CHARS = 50_000_000
 TARGET_RSS_FACTOR = 2.5

@@ -35,7 +35,13 @@ def configure_logging(
     if level not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"level must be debug, info, warning or error, got {level!r}")
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer()
+        if json
+        else structlog.dev.ConsoleRenderer(
+            colors=False,
+            # The same lines whether or not rich happens to be installed.
+            exception_formatter=structlog.dev.plain_traceback,
+        )
     )
     structlog.configure(
         processors=[

@@ -47,7 +47,7 @@ PermissionDecisionValue: TypeAlias = Literal["allow", "deny", "ask", "defer"]
 MAX_HOOK_ERROR_CHARS: Final = 10_000
 """PostToolUseFailure's ``error`` is middle-truncated past this (as Claude Code does)."""
 
-_INPUT_CONFIG: Final = ConfigDict(frozen=True, extra="forbid")
+_INPUT_CONFIG: Final = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class _ToolEventInput(BaseModel):
@@ -107,7 +107,7 @@ class ToolHookOutput(BaseModel):
         system_message: a warning for the user (logged).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     permission_decision: PermissionDecisionValue | None = None
     permission_decision_reason: str | None = None

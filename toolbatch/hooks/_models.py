@@ -28,7 +28,7 @@ class HookToolResponse(BaseModel):
     bounded one is in the parts): a hook reads bounded, model-facing text only.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     parts: list[dict[str, JsonValue]]
     error_type: str | None = None
@@ -39,7 +39,7 @@ class HookToolResponse(BaseModel):
 class HookToolCall(BaseModel):
     """One call of the batch: what was asked and what came back."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tool_name: str
     tool_input: dict[str, JsonValue]
@@ -51,7 +51,7 @@ class HookToolCall(BaseModel):
 class PostToolBatchInput(BaseModel):
     """What a PostToolBatch hook receives (command hooks get it as JSON on stdin)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     hook_event_name: Literal["PostToolBatch"] = "PostToolBatch"
     session_id: str | None = None
@@ -77,7 +77,7 @@ class PostToolBatchOutput(BaseModel):
             whatever it carries there is dropped.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     additional_context: str | None = None
     stop: bool = False

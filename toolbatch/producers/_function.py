@@ -311,7 +311,9 @@ def _describe_validation(tool_name: str, exc: ValidationError) -> str:
     return f"invalid arguments for {tool_name!r}: " + "; ".join(problems)
 
 
-_JSON_VALUE: Final[pydantic.TypeAdapter[JsonValue]] = pydantic.TypeAdapter(JsonValue)
+_JSON_VALUE: Final[pydantic.TypeAdapter[JsonValue]] = pydantic.TypeAdapter(
+    JsonValue, config=pydantic.ConfigDict(defer_build=True)
+)
 """Built once: a TypeAdapter costs about a millisecond to build, far more than a call."""
 
 

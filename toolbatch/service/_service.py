@@ -220,7 +220,7 @@ class BatchBackend(Protocol):
 class BatchCallParams(BaseModel):
     """One call of a ``batch/run``: ``{"id": str, "name": str, "args": {...}}``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(strict=True)
     name: str = Field(strict=True)
@@ -234,7 +234,7 @@ class BatchRunParams(BaseModel):
     ``None`` (or leaving it out) means the runtime's default.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     calls: list[BatchCallParams]
     budget: int | None = Field(default=None, strict=True, ge=0)

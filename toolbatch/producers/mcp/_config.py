@@ -62,7 +62,9 @@ __all__ = [
 
 log = structlog.get_logger("toolbatch.mcp")
 
-_ENTRY_CONFIG: Final = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+_ENTRY_CONFIG: Final = ConfigDict(
+    frozen=True, extra="forbid", defer_build=True, populate_by_name=True
+)
 _VARIABLE: Final = re.compile(
     r"\$\{(userHome|workspaceFolder)\}|\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
 )
@@ -164,7 +166,7 @@ class McpConfig(BaseModel):
             a transport toolbatch does not support), with the reason.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     servers: dict[str, StdioServerConfig | HttpServerConfig] = Field(default_factory=dict)
     unavailable: dict[str, str] = Field(default_factory=dict)
