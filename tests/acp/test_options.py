@@ -9,7 +9,9 @@ import pytest
 import structlog
 
 from toolbatch.acp import AcpOptions
-from toolbatch.cli._main import _acp_options, _parser, main as cli_main
+from toolbatch.cli._main import main as cli_main
+from toolbatch.cli._options import _parser
+from toolbatch.cli._runtime import _acp_options
 
 
 @pytest.fixture(autouse=True)

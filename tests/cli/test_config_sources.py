@@ -16,7 +16,8 @@ import pytest
 from tests.cli._support import MCP_TEST_SERVER, TOOLBATCH, run_toolbatch
 from toolbatch import ToolCall, ToolScheduler, default_registry
 from toolbatch.cli._config_sources import split_rules
-from toolbatch.cli._main import _parser, _scheduler_config
+from toolbatch.cli._options import _parser
+from toolbatch.cli._runtime import _scheduler_config
 
 SERVER: dict[str, Any] = {"command": sys.executable, "args": [str(MCP_TEST_SERVER)]}
 

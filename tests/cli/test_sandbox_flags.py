@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli._support import run_toolbatch
-from toolbatch.cli._main import _parser, _scheduler_config
+from toolbatch.cli._options import _parser
+from toolbatch.cli._runtime import _scheduler_config
 from toolbatch.sandbox._landlock import abi_version
 
 

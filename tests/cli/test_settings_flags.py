@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli._support import MCP_TEST_SERVER, run_toolbatch, write_mcp_config
-from toolbatch.cli._main import _parser, _scheduler_config
+from toolbatch.cli._options import _parser
+from toolbatch.cli._runtime import _scheduler_config
 
 
 @pytest.mark.parametrize("command", ["run", "serve", "acp"])

@@ -16,7 +16,7 @@ from tests.cli._support import TOOLBATCH, Service
 from tests.service.test_service import shell, wait_for_statuses
 from toolbatch import Registry, SchedulerConfig, ToolScheduler, tool
 from toolbatch._core._json_limits import MAX_JSON_DEPTH
-from toolbatch.cli._main import _SchedulerBackend
+from toolbatch.cli._runtime import _SchedulerBackend
 from toolbatch.service import _service, serve
 
 DEEP = b"[" * 1_000 + b"]" * 1_000

@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli._support import TOOLBATCH, Service, processes_with, write_mcp_config
 from toolbatch import Registry, SchedulerConfig, ToolCall, ToolScheduler, tool
-from toolbatch.cli._main import _SchedulerBackend
+from toolbatch.cli._runtime import _SchedulerBackend
 from toolbatch.errors import ConfigError
 from toolbatch.producers import ProducerContext
 from toolbatch.service import SERVICE_PROTOCOL_VERSION, parse_batch, serve
