@@ -18,6 +18,7 @@ import anyio
 
 import toolbatch
 from toolbatch import BatchObserver, Registry, SchedulerConfig, ToolCall, ToolScheduler, Turn, tool
+from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
 from toolbatch.service import parse_batch, serve
 
 
@@ -33,7 +34,7 @@ class _Backend:
 
     @property
     def default_budget(self) -> int | None:
-        return None
+        return self._scheduler.config.budget
 
     def declarations(self) -> Sequence[toolbatch.ToolDeclaration]:
         return self._scheduler.declarations()
@@ -60,9 +61,12 @@ def peak_rss_kib() -> int:
 
 
 async def main(mode: str) -> None:
-    config = SchedulerConfig(batch_budget=None, concurrency=10)
+    # "serve-budgeted": the session's default budget (what `toolbatch serve` runs with);
+    # "serve" and "direct": no budget (issue 18's rows).
+    budgeted = mode == "serve-budgeted"
+    config = SchedulerConfig(batch_budget=DEFAULT_BATCH_BUDGET_CHARS if budgeted else None)
     async with ToolScheduler(Registry([noop]), config) as scheduler:
-        if mode == "serve":
+        if mode.startswith("serve"):
             await serve(_Backend(scheduler), input_fd=0, output_fd=1)
         else:
             batch = parse_batch(json.loads(sys.stdin.buffer.read())["params"])

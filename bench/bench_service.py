@@ -32,7 +32,10 @@ def _peak_rss_mb(mode: str, calls: int) -> float:
     """Run ``bench._serve_child MODE`` on one batch of ``calls`` noop calls: its peak RSS."""
     batch = [{"id": f"c{i}", "name": "noop", "args": {}} for i in range(calls)]
     request = {"jsonrpc": "2.0", "id": 1, "method": "batch/run"}
-    request["params"] = {"calls": batch, "budget": 0}
+    # The budgeted mode's request gives no budget: the session's default applies.
+    request["params"] = (
+        {"calls": batch} if mode == "serve-budgeted" else {"calls": batch, "budget": 0}
+    )
     line = json.dumps(request).encode() + b"\n"
     child = subprocess.Popen(
         [sys.executable, "-m", "bench._serve_child", mode],
@@ -66,7 +69,19 @@ def run(*, quick: bool = False) -> list[Row]:
     calls = QUICK_CALLS if quick else CALLS
     served = _peak_rss_mb("serve", calls)
     direct = _peak_rss_mb("direct", calls)
+    budgeted = _peak_rss_mb("serve-budgeted", calls)
     return [
+        Row(
+            area=AREA,
+            name=f"toolbatch serve, one {calls:,}-call batch, default budget: peak RSS",
+            value=budgeted,
+            unit="MB",
+            baseline="the same batch through run_batch alone (no service, no budget)",
+            baseline_value=direct,
+            ratio=budgeted / direct,
+            target=f"<= {TARGET_MB:g} MB (issue 30)",
+            goal=None if quick else Target("value", "<=", TARGET_MB),
+        ),
         Row(
             area=AREA,
             name=f"toolbatch serve, one {calls:,}-call batch of a trivial tool: peak RSS",
@@ -77,5 +92,5 @@ def run(*, quick: bool = False) -> list[Row]:
             ratio=served / direct,
             target=f"<= {TARGET_MB:g} MB (issue 18)",
             goal=None if quick else Target("value", "<=", TARGET_MB),
-        )
+        ),
     ]
