@@ -188,8 +188,8 @@ class SessionHandle:
         self._lost_reason: str | None = None
         self._serve: Any = None
         self._tokens = itertools.count(1)
-        self._held: dict[int, int] = {}
-        """Batches the host holds for a completion: token -> number of responses."""
+        self._held: dict[int, None] = {}
+        """Tokens of the batches the host holds for a completion, oldest first."""
         self._declarations: list[ToolDeclaration] = []
         self.restarts = 0
 
@@ -438,7 +438,7 @@ class SessionHandle:
     def _hold(self, result: Wire) -> tuple[int, list[ToolCallResponse]]:
         token: int = result["token"]
         responses: list[ToolCallResponse] = result["responses"]
-        self._held[token] = len(responses)
+        self._held[token] = None
         while len(self._held) > MAX_HELD_BATCHES:
             self._held.pop(next(iter(self._held)))
         return token, list(responses)

@@ -37,7 +37,7 @@ import fcntl
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -236,18 +236,17 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-def group_members(pgid: int) -> list[int]:
-    """The pids of the live (not zombie) processes in group ``pgid``, read from /proc.
-
-    Returns ``[]`` for an empty group. Where /proc is unavailable it falls back to
-    ``killpg(pgid, 0)``, which cannot tell zombies apart, and reports ``[pgid]`` while the
-    group exists.
-    """
+def _live_processes() -> Iterator[tuple[int, int, int]] | None:
+    """``(pid, ppid, pgrp)`` of every live (not zombie) process, read from /proc; ``None``
+    where /proc cannot be listed."""
     try:
         entries = os.listdir(_PROC)
     except OSError:
-        return [pgid] if signal_group(pgid, 0) else []
-    members: list[int] = []
+        return None
+    return _stat_fields(entries)
+
+
+def _stat_fields(entries: list[str]) -> Iterator[tuple[int, int, int]]:
     for name in entries:
         if not name.isdigit():
             continue
@@ -258,29 +257,28 @@ def group_members(pgid: int) -> list[int]:
             continue  # exited while we looked
         # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
         fields = stat[stat.rfind(b")") + 2 :].split(maxsplit=3)
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(name))
-    return members
+        if len(fields) >= 3 and fields[0] not in (b"Z", b"X"):
+            yield int(name), int(fields[1]), int(fields[2])
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of the live (not zombie) processes in group ``pgid``, read from /proc.
+
+    Returns ``[]`` for an empty group. Where /proc is unavailable it falls back to
+    ``killpg(pgid, 0)``, which cannot tell zombies apart, and reports ``[pgid]`` while the
+    group exists.
+    """
+    processes = _live_processes()
+    if processes is None:
+        return [pgid] if signal_group(pgid, 0) else []
+    return [pid for pid, _, group in processes if group == pgid]
 
 
 def _children_by_parent() -> dict[int, list[int]]:
     """Every live (not zombie) process by parent pid, from /proc."""
     children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir(_PROC)
-    except OSError:
-        return children
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"{_PROC}/{name}/stat", "rb") as file:
-                stat = file.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split(maxsplit=2)
-        if len(fields) >= 2 and fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(name))
+    for pid, parent, _ in _live_processes() or ():
+        children.setdefault(parent, []).append(pid)
     return children
 
 
