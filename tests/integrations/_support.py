@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from tests.processes import alive as alive
 from toolbatch.finalize import TRUNCATION_HEADER
 
 BUDGET = 6_000
@@ -57,15 +58,6 @@ def _pid_running(argv: bytes) -> int | None:
             except OSError:
                 continue
     return None
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, already dead but not reaped, does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def running_pid(pid_file: Path) -> int | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.processes import alive
 from toolbatch.sandbox._process import (
     PIPE_BUFFER_BYTES,
     GroupStop,
@@ -144,14 +145,6 @@ def test_a_clean_exit_stops_the_reaper_without_a_warning(tmp_path: Path) -> None
     # The reaper is not the host's child (so no supervisor of the host can kill it first):
     # once it has exited, init reaps it on its own schedule.
     deadline = time.monotonic() + 10
-    while _running(reaper) and time.monotonic() < deadline:
+    while alive(reaper) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not _running(reaper)
-
-
-def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    assert not alive(reaper)

@@ -20,6 +20,8 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from tests.processes import alive as pid_alive
+
 ray = pytest.importorskip("ray")
 
 GONE_WAIT_S = 30.0
@@ -40,15 +42,6 @@ def instance_pids(session_dir: str) -> list[int]:
         if marker in cmdline and state != "Z":
             found.append(int(entry))
     return found
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def parent_pid(pid: int) -> int:

@@ -11,6 +11,7 @@ import anyio
 import pytest
 from anyio.from_thread import BlockingPortal
 
+from tests.processes import alive
 from tests.producers.mcp._support import (
     TEST_SERVER,
     call_tool,
@@ -32,15 +33,6 @@ GATED_SERVER = (
     "sys.argv = sys.argv[2:]\n"
     "runpy.run_path(sys.argv[0], run_name='__main__')\n"
 )
-
-
-def is_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def pid_of(portal: BlockingPortal, servers: McpServers, tool: str) -> int:
@@ -121,7 +113,7 @@ def test_a_crash_mid_call_fails_every_call_in_flight_and_the_next_call_restarts(
     pids = {int(model_response("p", result)["output"]) for result in portal.call(after_the_crash)}
     assert len(pids) == 1  # five concurrent calls share one restart
     assert first_pid not in pids
-    assert not is_alive(first_pid)
+    assert not alive(first_pid)
     assert servers.connection("crashy").restarts == restarts + 1
 
 
@@ -173,15 +165,15 @@ def test_servers_that_cannot_start_are_reported_and_the_others_work_until_exit(
         child = int(model_response("s", run(portal, servers, "mcp__good__spawn_child"))["output"])
         server_pid = servers.connection("good").pid
         assert server_pid is not None
-        assert is_alive(child)
+        assert alive(child)
     after_exit = run(portal, servers, "mcp__good__echo", {"text": "late"})
     assert after_exit.error is not None
     assert "shut down" in after_exit.error.message
-    assert not is_alive(server_pid)
+    assert not alive(server_pid)
     deadline = time.monotonic() + 5
-    while is_alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.02)  # the kernel reaps the killed orphan asynchronously
-    assert not is_alive(child)
+    assert not alive(child)
 
 
 def test_a_server_that_never_answers_fails_its_start_up_without_hanging(
