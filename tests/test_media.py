@@ -6,12 +6,14 @@ import struct
 import zlib
 
 import pytest
+from hypothesis import given, strategies as st
 
 from tests.providers._samples import gif, jpeg_header, png, wav, webp_header
 from toolbatch._core import (
     base64_decoded_size,
     describe_bytes,
     file_uri_problem,
+    jpeg_dimensions,
     media_type_problem,
     verify_media,
 )
@@ -23,10 +25,32 @@ MP3 = (b"\xff\xfb\x90\x64" + b"\0" * 413) * 50
 """50 MPEG-1 layer III frames (128 kbit/s, 44.1 kHz) of silence."""
 
 
-def _jpeg() -> bytes:
+def _jpeg(width: int = 8, height: int = 8, *, exif_bytes: int = 0) -> bytes:
     """A JPEG's structure: headers, a scan (with a stuffed 0xFF and a restart marker), EOI."""
     sos = b"\xff\xda" + struct.pack(">H", 12) + b"\x03\x01\x00\x02\x11\x03\x11\x00\x3f\x00"
-    return jpeg_header(8, 8)[:-2] + sos + b"\x12\xff\x00\x34\xff\xd0\x56" + b"\xff\xd9"
+    header = jpeg_header(width, height, exif_bytes=exif_bytes)[:-2]
+    return header + sos + b"\x12\xff\x00\x34\xff\xd0\x56" + b"\xff\xd9"
+
+
+@given(
+    width=st.integers(1, 65_535),
+    height=st.integers(1, 65_535),
+    exif_bytes=st.integers(0, 140_000),
+    cut=st.integers(0, 40),
+)
+def test_one_jpeg_walker_checks_a_file_and_reads_its_size(
+    width: int, height: int, exif_bytes: int, cut: int
+) -> None:
+    """The structural check and the size reader walk JPEG segments the same way: a whole
+    file verifies and gives its size from any prefix holding its frame header's dimensions;
+    a file cut short anywhere is no JPEG, and a head cut before the dimensions has no size."""
+    whole = _jpeg(width, height, exif_bytes=exif_bytes)
+    assert verify_media(whole) is not None
+    assert jpeg_dimensions(whole) == (width, height)
+    frame = len(jpeg_header(width, height, exif_bytes=exif_bytes)) - 2 - 19  # SOF0's FF
+    assert jpeg_dimensions(whole[: frame + 9]) == (width, height)
+    assert jpeg_dimensions(whole[: frame + 8 - cut]) is None
+    assert verify_media(whole[: len(whole) - 1 - cut]) is None
 
 
 @pytest.mark.parametrize(

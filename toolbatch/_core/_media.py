@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,6 +36,7 @@ __all__ = [
     "bounded_repr",
     "describe_bytes",
     "file_uri_problem",
+    "jpeg_dimensions",
     "media_type_problem",
     "sniff_media",
     "suffix_for_mime",
@@ -287,9 +289,15 @@ _JPEG_SOF: Final = frozenset(
 )
 
 
-def _jpeg_end(data: bytes) -> int:
+def _jpeg_segments(data: bytes) -> Iterator[tuple[int, int]]:
+    """``(marker, index)`` of each JPEG segment after SOI, the one walker of JPEG structure.
+
+    ``index`` is where the segment's ``FF`` marker byte is; fill bytes and the markers that
+    carry no length are stepped over, and after a start of scan (``FFDA``) the
+    entropy-coded data up to the next real marker. The walk ends after the end of image
+    (``FFD9``, yielded); bytes that break the structure or end early raise ``_Malformed``.
+    """
     index = 2
-    frame = scan = False
     while True:
         _fits(data, index + 2)
         if data[index] != 0xFF:
@@ -298,24 +306,19 @@ def _jpeg_end(data: bytes) -> int:
         if marker == 0xFF:  # fill byte
             index += 1
             continue
-        if marker == 0xD9:  # end of image
-            if not (frame and scan):
-                raise _Malformed
-            return index + 2
         if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:
             index += 2
             continue
+        yield marker, index
+        if marker == 0xD9:  # end of image
+            return
         _fits(data, index + 4)
         length = (data[index + 2] << 8) | data[index + 3]
         if length < 2:
             raise _Malformed
         index += 2 + length
         _fits(data, index)
-        frame = frame or marker in _JPEG_SOF
         if marker == 0xDA:  # entropy-coded data runs to the next marker that is not FF00/RST
-            if not frame:
-                raise _Malformed
-            scan = True
             while True:
                 index = data.find(b"\xff", index)
                 if index < 0 or index + 1 >= len(data):
@@ -325,6 +328,39 @@ def _jpeg_end(data: bytes) -> int:
                     index += 2
                     continue
                 break
+
+
+def _jpeg_end(data: bytes) -> int:
+    frame = scan = False
+    for marker, index in _jpeg_segments(data):
+        if marker == 0xD9:
+            if not (frame and scan):
+                raise _Malformed
+            return index + 2
+        frame = frame or marker in _JPEG_SOF
+        if marker == 0xDA:
+            if not frame:
+                raise _Malformed
+            scan = True
+    raise _Malformed  # pragma: no cover  (the walk ends at FFD9 or raises)
+
+
+def jpeg_dimensions(head: bytes) -> tuple[int, int] | None:
+    """Width and height from the first frame header of a JPEG's ``head`` bytes, or ``None``
+    (no frame header before the scan data, or ``head`` ends before it)."""
+    try:
+        for marker, index in _jpeg_segments(head):
+            if marker in (0xD9, 0xDA):
+                return None
+            if marker in _JPEG_SOF:
+                if index + 9 > len(head):
+                    return None
+                return (head[index + 7] << 8 | head[index + 8]), (
+                    head[index + 5] << 8 | head[index + 6]
+                )
+    except _Malformed:
+        return None
+    return None
 
 
 def _webp_end(data: bytes) -> int:

@@ -28,6 +28,7 @@ from toolbatch._core import (
     base64_decoded_size,
     describe_bytes,
     file_uri_problem,
+    jpeg_dimensions,
     media_type_problem,
     sniff_media,
 )
@@ -49,9 +50,6 @@ _TYPE_ALIASES: Final = {"image/jpg": "image/jpeg"}
 _NAMES: Final = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP"}
 SNIFFED_IMAGE_TYPES: Final = frozenset(_NAMES)
 """Image types whose bytes are checked: a mislabelled image is sent as what it is."""
-_JPEG_SOF: Final = frozenset(
-    {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
-)
 _JPEG_HEAD_CHARS: Final = 87_384
 """Base64 characters of 64 KiB: where a JPEG's frame header nearly always is."""
 _SIZE_CACHE_ENTRIES: Final = 1024
@@ -126,32 +124,6 @@ def _decode_head(data: str, chars: int) -> bytes:
         return b""
 
 
-def _jpeg_size(blob: bytes) -> tuple[int, int] | None:
-    index = 2
-    while index + 4 <= len(blob):
-        if blob[index] != 0xFF:
-            return None
-        marker = blob[index + 1]
-        if marker == 0xFF:  # fill byte
-            index += 1
-            continue
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
-            index += 2
-            continue
-        if marker in (0xD9, 0xDA):  # end of image, or scan data before any frame header
-            return None
-        if marker in _JPEG_SOF:
-            if index + 9 > len(blob):
-                return None
-            height, width = struct.unpack(">HH", blob[index + 5 : index + 9])
-            return width, height
-        length = (blob[index + 2] << 8) | blob[index + 3]
-        if length < 2:
-            return None
-        index += 2 + length
-    return None
-
-
 def _webp_size(head: bytes) -> tuple[int, int] | None:
     chunk = head[12:16]
     if chunk == b"VP8 " and len(head) >= 30 and head[23:26] == b"\x9d\x01\x2a":
@@ -188,9 +160,9 @@ def _measure(mime: str, data: str) -> tuple[int, int] | None:
     if mime == "image/webp":
         return _webp_size(head)
     if mime == "image/jpeg":
-        found = _jpeg_size(_decode_head(data, _JPEG_HEAD_CHARS))
+        found = jpeg_dimensions(_decode_head(data, _JPEG_HEAD_CHARS))
         if found is None and len(data) > _JPEG_HEAD_CHARS:
-            found = _jpeg_size(_decode_head(data, len(data)))
+            found = jpeg_dimensions(_decode_head(data, len(data)))
         return found
     return None
 
