@@ -30,7 +30,8 @@ from tests.integrations._support import (
     pid_command,
     wait_for_pid,
 )
-from toolbatch import JsonlRecorder, SchedulerConfig, load_session
+from tests.telemetry._support import Recorded
+from toolbatch import JsonlRecorder, SchedulerConfig, load_session, telemetry
 from toolbatch.hooks import PostToolBatchOutput
 from toolbatch.integrations.pydantic_ai import ToolbatchToolset
 
@@ -117,6 +118,32 @@ async def test_hook_context_is_its_own_part_after_the_returns(tmp_path: Path) ->
     assert kinds == ["ToolReturnPart"] * 3 + ["UserPromptPart"]
     assert isinstance(last.parts[-1], UserPromptPart)
     assert "remember the tests" in str(last.parts[-1].content)
+
+
+async def test_a_model_response_is_one_batch_and_one_turn_span(tmp_path: Path) -> None:
+    """The calls pydantic-ai starts together run as one toolbatch batch: telemetry shows one
+    turn with every call's span under it, not a turn per call."""
+    recorded = Recorded()
+    telemetry.configure(
+        tracer_provider=recorded.tracer_provider, meter_provider=recorded.meter_provider
+    )
+    try:
+        script = ScriptedFunction(
+            _shell_calls(SMALL_COMMAND, SMALL_COMMAND, SMALL_COMMAND),
+            ModelResponse(parts=[TextPart("done")]),
+        )
+        ts = ToolbatchToolset(SchedulerConfig(artifacts_dir=tmp_path))
+        agent = Agent(FunctionModel(script), toolsets=[ts], capabilities=[ts.capability])
+        assert (await agent.run("go")).output == "done"
+        turn = recorded.one("toolbatch.turn")
+        assert sorted(recorded.call_spans()) == ["c0", "c1", "c2"]
+        assert all(span.parent is not None for span in recorded.call_spans().values())
+        assert {span.parent.span_id for span in recorded.call_spans().values() if span.parent} == {
+            turn.context.span_id
+        }
+    finally:
+        telemetry.configure()
+        recorded.shutdown()
 
 
 async def test_cancelling_the_run_kills_the_running_commands(tmp_path: Path) -> None:

@@ -2,27 +2,37 @@
 
 pydantic-ai and the OpenAI Agents SDK run each tool call themselves (concurrently) and only
 later build the next model request from the calls' returns. :class:`SplitTurns` answers
-each call through ``ToolScheduler.execute`` (the producers bound their own output: the
-shell's preview, MCP's, a Python tool's threshold) and keeps the response; at the batch
+the calls through ``ToolScheduler.execute`` (the producers bound their own output: the
+shell's preview, MCP's, a Python tool's threshold) and keeps the responses; at the batch
 boundary, just before the next model request, :meth:`SplitTurns.complete` completes every
 pending call of the last model response as one turn (``complete_turn``: the batch budget,
 persist-once, PostToolBatch hooks, the send guard, the recorder). A framework that rebuilds
 its request from the unbounded history every time keeps the completion and sends the same
 bounded text again: a turn is completed once.
+
+The calls a framework starts together (its tasks for one model response, started in the
+same event-loop pass) are executed as one batch: the first to arrive waits one scheduling
+pass for the others, then runs them all through one ``execute``, so the scheduler's
+concurrency limit, its permission questions and its telemetry see the model's batch, and a
+50-call response costs one scheduler pass instead of 50. A call that arrives later starts
+the next batch.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import anyio
+import anyio.lowlevel
 from pydantic import ValidationError
 
 from toolbatch import (
     FunctionResponsePart,
     Part,
+    PendingTurn,
     TextPart,
     ToolCall,
     ToolCallResponse,
@@ -138,22 +148,83 @@ class Completion:
     stop_reason: str | None = None
 
 
+class _Waiting:
+    """One call of a forming batch, and what its caller receives once the batch has run."""
+
+    __slots__ = ("call", "done", "failure", "lead", "response")
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.done = anyio.Event()
+        self.lead = False
+        self.response: ToolCallResponse | None = None
+        self.failure: str | None = None
+
+
 class SplitTurns:
-    """Calls executed one at a time, completed together as one turn at the batch boundary."""
+    """Calls executed as the batches the framework starts, completed as one turn at the batch
+    boundary."""
 
     def __init__(self, scheduler: ToolScheduler) -> None:
         self.scheduler = scheduler
         self._pending: dict[str, ToolCallResponse] = {}
+        self._batches: dict[str, PendingTurn] = {}
+        self._forming: list[_Waiting] = []
 
     async def run(self, call: ToolCall) -> str:
-        """Answer one call now; its response waits for :meth:`complete`.
+        """Answer one call (in the batch it arrived with); its response waits for
+        :meth:`complete`.
 
         Returns the text the producer bounded (what the framework records in its history
-        until the turn is completed and the batch budget replaces it).
+        until the turn is completed and the batch budget replaces it). When the caller that
+        ran the batch is cancelled, the batch is cancelled (its commands stopped), and the
+        other calls of it are answered with that reason.
         """
-        [response] = await in_own_task(lambda: self.scheduler.execute([call]))
-        self._pending[call.id] = response
-        return response_text(response)
+        waiting = _Waiting(call)
+        self._forming.append(waiting)
+        if len(self._forming) == 1:
+            waiting.lead = True  # the first call to arrive runs the batch
+        else:
+            await waiting.done.wait()  # answered, or made the leader by a cancelled one
+        if waiting.lead and waiting.response is None and waiting.failure is None:
+            await self._run_batch(waiting)
+        if waiting.response is None:
+            return waiting.failure or "Error: the call was not answered"
+        return response_text(waiting.response)
+
+    async def _run_batch(self, leader: _Waiting) -> None:
+        try:
+            await anyio.lowlevel.checkpoint()  # the calls started with this one arrive meanwhile
+        except BaseException:
+            self._forming.remove(leader)
+            if self._forming:  # another caller of this batch runs it
+                self._forming[0].lead = True
+                self._forming[0].done.set()
+            raise
+        batch, self._forming = self._forming, []
+        failure = "Error: the call was not answered"
+        try:
+            pending = await in_own_task(
+                lambda: self.scheduler.execute([waiting.call for waiting in batch])
+            )
+            for waiting, response in zip(batch, pending, strict=True):
+                self._pending[waiting.call.id] = response
+                self._batches[waiting.call.id] = pending
+                waiting.response = response
+        except anyio.get_cancelled_exc_class():
+            failure = (
+                "Error: the call was cancelled with the batch it ran in "
+                "(the framework cancelled the task that ran the batch)"
+            )
+            raise
+        except Exception as exc:
+            failure = f"Error: the batch this call ran in failed: {exc}"
+            raise
+        finally:
+            for waiting in batch:
+                if waiting.response is None:
+                    waiting.failure = failure
+                waiting.done.set()
 
     def is_pending(self, call_id: str) -> bool:
         """Whether ``call_id`` was answered and waits for its turn to be completed."""
@@ -165,10 +236,18 @@ class SplitTurns:
         Calls already completed, and calls this object never answered, are left out; when
         none is pending nothing runs and the completion is empty.
         """
-        responses = [self._pending.pop(call_id) for call_id in call_ids if call_id in self._pending]
-        if not responses:
+        ids = [call_id for call_id in call_ids if call_id in self._pending]
+        if not ids:
             return Completion()
-        turn = await self.scheduler.complete_turn(responses)
+        responses = [self._pending.pop(call_id) for call_id in ids]
+        batch = self._batches[ids[0]]
+        for call_id in ids:
+            del self._batches[call_id]
+        if len(batch) == len(responses) and all(map(operator.is_, batch, responses)):
+            # the batch as it ran, in the model's order: its execution and completion are one turn
+            turn = await self.scheduler.complete_turn(batch)
+        else:
+            turn = await self.scheduler.complete_turn(responses)
         texts, context = turn_texts(turn)
         return Completion(
             texts=texts,
