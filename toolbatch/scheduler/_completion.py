@@ -1,0 +1,164 @@
+"""Completing one turn, once: finalize, PostToolBatch hooks, finalize, send guard, record.
+
+This is ``ToolScheduler.complete_turn``'s work. What the calls' own hooks said
+(PreToolUse, PostToolUse) and what the PostToolBatch hooks add is the turn's own text: it
+shares the batch's budget with the responses but never poses as a tool's response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import structlog
+
+from toolbatch._core import Part, TextPart, ToolCallResponse, Turn, completed_turn
+from toolbatch.artifacts import ArtifactStore
+from toolbatch.errors import RecorderError
+from toolbatch.finalize import Budget, enforce_send_budget, finalize_tool_responses
+from toolbatch.hooks import (
+    CommandHook,
+    PostToolBatchHook,
+    apply_hook_output,
+    build_hook_input,
+    hook_input_chars,
+    run_post_tool_batch_hooks,
+)
+from toolbatch.recorder import JsonlRecorder, Recorder
+from toolbatch.scheduler._config import SchedulerConfig
+from toolbatch.scheduler._gate import CallGate
+
+__all__ = ["TurnCompleter", "transcript_path"]
+
+log = structlog.get_logger("toolbatch.scheduler")
+
+HOOK_CONTEXT_TOOL: Final = "hook_context"
+"""The name a batch's own text (hook context, a stop note) is persisted under when cut."""
+CALL_HOOK_STOP_NOTE: Final = "A hook stopped the agent after these tool results: "
+
+
+class TurnCompleter:
+    """Completes the turns of one open session: what ``ToolScheduler.complete_turn`` does."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        gate: CallGate,
+        *,
+        store: ArtifactStore | None,
+        session_id: str,
+        batch_hooks: Sequence[PostToolBatchHook | CommandHook],
+    ) -> None:
+        self.config = config
+        self._gate = gate
+        self._store = store
+        self._session_id = session_id
+        self._batch_hooks = batch_hooks
+
+    async def complete(
+        self,
+        responses: list[ToolCallResponse],
+        limit: Budget,
+        record: Recorder | None,
+    ) -> Turn:
+        """The turn of ``responses`` (in call order), recorded in ``record``."""
+        lifecycle = self.config.lifecycle
+        # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
+        context, stop_reason = _call_hook_text(responses)
+        finalized = await finalize_tool_responses(
+            responses, budget=limit, store=self._store, lifecycle_tools=lifecycle
+        )
+        changed = False
+        if self._batch_hooks:
+            batch = build_hook_input(
+                finalized,
+                session_id=self._session_id,
+                transcript_path=transcript_path(record) or self._gate.transcript_path,
+                permission_mode=self._gate.permission_mode,
+                input_chars=hook_input_chars(limit),
+            )
+            output = await run_post_tool_batch_hooks(
+                self._batch_hooks, batch, timeout_s=self.config.hook_timeout
+            )
+            outcome = apply_hook_output(finalized, output)
+            finalized, changed = outcome.responses, output is not None
+            context = [*context, *outcome.context]
+            stop_reason = stop_reason or outcome.stop_reason
+        context_count = len(context)
+        if changed or context:
+            finalized = await finalize_tool_responses(
+                [*finalized, *_context_responses(context)],
+                budget=limit,
+                store=self._store,
+                lifecycle_tools=lifecycle,
+            )
+        turn = _guarded_turn(finalized, context_count, limit, lifecycle, stop_reason)
+        if record is not None:
+            try:
+                await record.record_turn(turn)
+            except RecorderError as exc:
+                exc.turn = turn
+                raise
+        log.info(
+            "turn.completed",
+            responses=len(turn.responses),
+            chars=turn.content_length,
+            budget=limit,
+            stopped=stop_reason is not None,
+        )
+        return turn
+
+
+def _call_hook_text(responses: Sequence[ToolCallResponse]) -> tuple[list[str], str | None]:
+    """The per-call hooks' notes in call order, and the first stop they asked for (its note
+    after them)."""
+    notes: list[str] = []
+    stop: str | None = None
+    for response in responses:
+        if response.hook_notes:
+            notes.extend(response.hook_notes)
+        if response.hook_stop is not None and stop is None:
+            stop = response.hook_stop
+    if stop is not None:
+        notes.append(CALL_HOOK_STOP_NOTE + stop)
+    return notes, stop
+
+
+def _context_responses(texts: Sequence[str]) -> list[ToolCallResponse]:
+    """The batch's own text, as responses the finalizer can bound and persist on their own."""
+    return [
+        ToolCallResponse(
+            call_id=f"{HOOK_CONTEXT_TOOL}-{index}",
+            name=HOOK_CONTEXT_TOOL,
+            parts=[TextPart(text=text)],
+        )
+        for index, text in enumerate(texts, 1)
+    ]
+
+
+def _guarded_turn(
+    finalized: list[ToolCallResponse],
+    context_count: int,
+    limit: Budget,
+    lifecycle: frozenset[str],
+    stop_reason: str | None,
+) -> Turn:
+    """The turn after the send guard (a no-op for a finalized batch), context split off."""
+    responses = finalized[: len(finalized) - context_count]
+    parts: list[Part] = [part for response in finalized for part in response.parts]
+    guarded = enforce_send_budget(parts, limit, lifecycle_tools=lifecycle)
+    if guarded is not parts:
+        # The guard only rewrites parts in place (same count, same order): split it back.
+        rebuilt: list[ToolCallResponse] = []
+        offset = 0
+        for response in responses:
+            own = guarded[offset : offset + len(response.parts)]
+            offset += len(response.parts)
+            rebuilt.append(response if own == response.parts else response.with_parts(own))
+        responses = rebuilt
+    return completed_turn(responses, guarded, stop_reason)
+
+
+def transcript_path(recorder: Recorder | None) -> str | None:
+    """Where the session is recorded, for hooks' ``transcript_path`` (``None``: nowhere)."""
+    return str(recorder.path) if isinstance(recorder, JsonlRecorder) else None
