@@ -1,8 +1,10 @@
 """Completing one turn, once: finalize, PostToolBatch hooks, finalize, send guard, record.
 
 This is ``ToolScheduler.complete_turn``'s work. What the calls' own hooks said
-(PreToolUse, PostToolUse) and what the PostToolBatch hooks add is the turn's own text: it
-shares the batch's budget with the responses but never poses as a tool's response.
+(PreToolUse, PostToolUse) and what the PostToolBatch hooks add is the turn's own text
+(``toolbatch.finalize.HookText``): the second pass bounds it with the responses under the
+one budget, and it comes back apart from them, never posing as a tool's response. The
+turn's parts are the responses' parts, then the hook text's.
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ from typing import Final
 
 import structlog
 
-from toolbatch._core import Part, TextPart, ToolCallResponse, Turn, completed_turn
+from toolbatch._core import Part, ToolCallResponse, Turn, completed_turn
 from toolbatch.artifacts import ArtifactStore
 from toolbatch.errors import RecorderError
-from toolbatch.finalize import Budget, enforce_send_budget, finalize_tool_responses
+from toolbatch.finalize import (
+    Budget,
+    HookText,
+    enforce_send_budget,
+    finalize_tool_responses,
+    finalize_turn,
+)
 from toolbatch.hooks import (
     CommandHook,
     PostToolBatchHook,
@@ -32,8 +40,6 @@ __all__ = ["TurnCompleter", "transcript_path"]
 
 log = structlog.get_logger("toolbatch.scheduler")
 
-HOOK_CONTEXT_TOOL: Final = "hook_context"
-"""The name a batch's own text (hook context, a stop note) is persisted under when cut."""
 CALL_HOOK_STOP_NOTE: Final = "A hook stopped the agent after these tool results: "
 
 
@@ -84,15 +90,17 @@ class TurnCompleter:
             finalized, changed = outcome.responses, output is not None
             context = [*context, *outcome.context]
             stop_reason = stop_reason or outcome.stop_reason
-        context_count = len(context)
+        hook_text: list[HookText] = []
         if changed or context:
-            finalized = await finalize_tool_responses(
-                [*finalized, *_context_responses(context)],
+            second = await finalize_turn(
+                finalized,
+                [HookText(text) for text in context],
                 budget=limit,
                 store=self._store,
                 lifecycle_tools=lifecycle,
             )
-        turn = _guarded_turn(finalized, context_count, limit, lifecycle, stop_reason)
+            finalized, hook_text = second.responses, second.hook_text
+        turn = _guarded_turn(finalized, hook_text, limit, lifecycle, stop_reason)
         if record is not None:
             try:
                 await record.record_turn(turn)
@@ -124,31 +132,24 @@ def _call_hook_text(responses: Sequence[ToolCallResponse]) -> tuple[list[str], s
     return notes, stop
 
 
-def _context_responses(texts: Sequence[str]) -> list[ToolCallResponse]:
-    """The batch's own text, as responses the finalizer can bound and persist on their own."""
-    return [
-        ToolCallResponse(
-            call_id=f"{HOOK_CONTEXT_TOOL}-{index}",
-            name=HOOK_CONTEXT_TOOL,
-            parts=[TextPart(text=text)],
-        )
-        for index, text in enumerate(texts, 1)
-    ]
-
-
 def _guarded_turn(
-    finalized: list[ToolCallResponse],
-    context_count: int,
+    responses: list[ToolCallResponse],
+    hook_text: list[HookText],
     limit: Budget,
     lifecycle: frozenset[str],
     stop_reason: str | None,
 ) -> Turn:
-    """The turn after the send guard (a no-op for a finalized batch), context split off."""
-    responses = finalized[: len(finalized) - context_count]
-    parts: list[Part] = [part for response in finalized for part in response.parts]
+    """The turn after the send guard: the responses' parts, then the hook text's.
+
+    The guard is this turn's one check at the send boundary (a no-op for a finalized
+    batch): an agent loop sends the turn's parts as they are.
+    """
+    parts: list[Part] = [part for response in responses for part in response.parts]
+    parts.extend(hook.part() for hook in hook_text)
     guarded = enforce_send_budget(parts, limit, lifecycle_tools=lifecycle)
     if guarded is not parts:
-        # The guard only rewrites parts in place (same count, same order): split it back.
+        # The guard only rewrites parts in place (same count, same order): each response
+        # takes back its own, the hook text's are the rest.
         rebuilt: list[ToolCallResponse] = []
         offset = 0
         for response in responses:
