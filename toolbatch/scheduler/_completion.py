@@ -9,6 +9,7 @@ turn's parts are the responses' parts, then the hook text's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Final
 
@@ -107,14 +108,21 @@ class TurnCompleter:
             except RecorderError as exc:
                 exc.turn = turn
                 raise
-        log.info(
-            "turn.completed",
-            responses=len(turn.responses),
-            chars=turn.content_length,
-            budget=limit,
-            stopped=stop_reason is not None,
-        )
+        if _logs_info():  # measuring the turn again costs a walk over every part
+            log.info(
+                "turn.completed",
+                responses=len(turn.responses),
+                chars=turn.content_length,
+                budget=limit,
+                stopped=stop_reason is not None,
+            )
         return turn
+
+
+def _logs_info() -> bool:
+    """Whether the scheduler's info events are emitted (a logger that cannot say: yes)."""
+    enabled = getattr(log.bind(), "is_enabled_for", None)
+    return enabled is None or bool(enabled(logging.INFO))
 
 
 def _call_hook_text(responses: Sequence[ToolCallResponse]) -> tuple[list[str], str | None]:

@@ -47,13 +47,18 @@ class Deadlines:
     running call's deadline is its worker scope's own.
     """
 
-    __slots__ = ("_handle", "_loop", "_when", "_workers", "now")
+    __slots__ = ("_handle", "_loop", "_workers", "now", "timer", "when")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
         self._workers: list[Worker] = []
         self._handle: asyncio.TimerHandle | None = None
-        self._when = math.inf
+        self.timer = loop is not None
+        """Whether the batch's one timer watches the deadlines (else each worker's scope):
+        then an answered call's deadline ends with ``worker.plan = None`` alone."""
+        self.when = math.inf
+        """A deadline earlier than this needs :meth:`start`, a later one is watched already
+        (the timer is set for it; without the timer, every deadline needs it)."""
         self.now = loop.time if loop is not None else anyio.current_time
         """The time on the clock deadlines are set on (``anyio.current_time()``)."""
 
@@ -68,10 +73,10 @@ class Deadlines:
         if self._loop is None:
             assert worker.scope is not None
             worker.scope.deadline = deadline
-        elif deadline < self._when:
+        elif deadline < self.when:
             if self._handle is not None:
                 self._handle.cancel()
-            self._when = deadline
+            self.when = deadline
             self._handle = self._loop.call_at(deadline, self._expire)
 
     def stop(self, worker: Worker) -> None:
@@ -83,7 +88,7 @@ class Deadlines:
     def _expire(self) -> None:
         assert self._loop is not None
         self._handle = None
-        self._when = math.inf
+        self.when = math.inf
         now = self._loop.time()
         upcoming = math.inf
         for worker in self._workers:
@@ -96,7 +101,7 @@ class Deadlines:
             elif plan.deadline < upcoming:
                 upcoming = plan.deadline
         if upcoming < math.inf:
-            self._when = upcoming
+            self.when = upcoming
             self._handle = self._loop.call_at(upcoming, self._expire)
 
     def close(self) -> None:
@@ -104,4 +109,4 @@ class Deadlines:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
-        self._when = math.inf
+        self.when = math.inf

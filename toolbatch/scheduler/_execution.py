@@ -136,7 +136,7 @@ def _safe_notify(method: Callable[..., None] | None, *args: object) -> None:
 class Reporter:
     """Reports each call of a batch to the observer exactly once: started, then finished."""
 
-    __slots__ = ("_finished", "_output", "_progress", "_started", "telemetry")
+    __slots__ = ("_finished", "_output", "_progress", "_started", "silent", "telemetry")
 
     def __init__(self, observer: BatchObserver | None) -> None:
         self._started = getattr(observer, "call_started", None)
@@ -144,6 +144,11 @@ class Reporter:
         self._output = getattr(observer, "call_output", None)
         self._finished = getattr(observer, "call_finished", None)
         self.telemetry = current_turn()  # None unless spans or metrics are recorded
+        self.silent = self.telemetry is None and (
+            self._started is self._progress is self._output is self._finished is None
+        )
+        """Nothing listens (no observer methods, no telemetry): a call is reported nowhere,
+        so the hot path skips the reporter altogether."""
 
     def started(self, plan: Plan) -> None:
         if not plan.started:
@@ -227,10 +232,16 @@ class CallRunner:
         seen: set[str] = set()
         routes: dict[str, Route | None] = {}
         in_order = True
+        last = -1
         for index, raw in enumerate(calls):
-            call, problem = _coerce_call(raw, index)
-            ordinal = call.ordinal if call.ordinal is not None else index
-            plan = Plan(ordinal=ordinal, call=call)
+            if type(raw) is ToolCall:
+                call, problem = raw, None
+            else:
+                call, problem = _coerce_call(raw, index)
+            ordinal = call.ordinal
+            if ordinal is None:
+                ordinal = index
+            plan = Plan(ordinal, call)
             if problem is not None:
                 plan.response = ToolCallResponse.failed(call, problem, error_type="invalid_call")
             elif call.invalid is not None:
@@ -263,8 +274,9 @@ class CallRunner:
                 else:
                     plan.route = route
             seen.add(call.id)
-            if plans and ordinal < plans[-1].ordinal:
+            if ordinal < last:
                 in_order = False
+            last = ordinal
             plans.append(plan)
         if not in_order:
             plans.sort(key=lambda plan: plan.ordinal)
@@ -351,7 +363,11 @@ class CallRunner:
         batch: Batch,
     ) -> None:
         aborted, deadlines, reporter = batch.aborted, batch.deadlines, batch.reporter
-        abortable, telemetry = batch.abortable, reporter.telemetry
+        abortable, telemetry, silent = batch.abortable, reporter.telemetry, reporter.silent
+        answer, checkpoint = self._answer, anyio.lowlevel.checkpoint
+        # With the batch's timer (asyncio), an answered call's deadline ends by clearing
+        # its worker's plan: no call into ``Deadlines`` per call.
+        timer = deadlines.timer
         worker = deadlines.worker()
         answered = 0
         while True:
@@ -364,17 +380,21 @@ class CallRunner:
                     if answered % YIELD_EVERY_CALLS == 0:
                         # Calls that never suspend (a trivial async tool) must not starve
                         # the rest of the loop: the abort watcher, an observer's writer.
-                        await anyio.lowlevel.checkpoint()
+                        await checkpoint()
                     worker.plan = plan
                     span = None if telemetry is None else telemetry.start_call(plan.call)
                     if span is None:
-                        plan.response = await self._answer(plan, worker, batch)
+                        plan.response = await answer(plan, worker, batch)
                     else:
                         plan.span = span
                         with call_scope(span):
-                            plan.response = await self._answer(plan, worker, batch)
-                    deadlines.stop(worker)
-                    reporter.finished(plan)
+                            plan.response = await answer(plan, worker, batch)
+                    if timer:
+                        worker.plan = None
+                    else:
+                        deadlines.stop(worker)
+                    if not silent:
+                        reporter.finished(plan)
                     # An answered call needs its context no more: a batch of 100,000
                     # calls should not hold 100,000 of them until it ends.
                     plan.context = None
@@ -431,36 +451,38 @@ class CallRunner:
                 return checked
             admitted, call = checked, checked.call
 
-        progress: ProgressCallback
-        if reporter.listens_to_progress:
-
-            def report(message: str) -> None:
-                reporter.progress(call, message)
-
-            progress = report
-        else:
-            # The context keeps its default callback, which producers can tell from one
-            # that listens: the MCP producer then asks for no progress at all.
-            progress = UNWATCHED_PROGRESS
-
         # The deadline starts when the producer does.
         deadlines = batch.deadlines
-        plan.timeout_s = route.timeout_s
+        timeout_s = plan.timeout_s = route.timeout_s
         started = deadlines.now()
         plan.deadline = deadline = started + route.allowed_s
-        deadlines.start(worker, deadline)  # the call is cancelled there
-        context = ProducerContext(
-            store=self._store,
-            log=_CallLog(call.id, call.name),
-            cancelled=batch.new_event(),
-            timeout_s=route.timeout_s,
-            progress=progress,
-            output=reporter.output_callback(call),
-            deadline=deadline,
-            process_policy=self._policy,
-        )
+        if deadline < deadlines.when:
+            deadlines.start(worker, deadline)  # the call is cancelled there
+        if reporter.silent:
+            # Nobody listens: the context keeps its default callbacks, which producers can
+            # tell from ones that listen (the MCP producer then asks for no progress, the
+            # shell decodes no output for display).
+            context = ProducerContext(
+                self._store,
+                _CallLog(call.id, call.name),
+                batch.new_event(),
+                timeout_s,
+                deadline=deadline,
+                process_policy=self._policy,
+            )
+        else:
+            context = ProducerContext(
+                store=self._store,
+                log=_CallLog(call.id, call.name),
+                cancelled=batch.new_event(),
+                timeout_s=timeout_s,
+                progress=self._progress_callback(reporter, call),
+                output=reporter.output_callback(call),
+                deadline=deadline,
+                process_policy=self._policy,
+            )
+            reporter.started(plan)
         plan.context = context
-        reporter.started(plan)
         try:
             result = await producer.run(call, context)
         except anyio.get_cancelled_exc_class():
@@ -492,6 +514,17 @@ class CallRunner:
             admitted = admitted if admitted is not None else Admitted(call)
             response = await self._gate.after(call, response, admitted, elapsed_ms)
         return response
+
+    @staticmethod
+    def _progress_callback(reporter: Reporter, call: ToolCall) -> ProgressCallback:
+        """What the producer reports progress to (nothing listens: the default callback)."""
+        if not reporter.listens_to_progress:
+            return UNWATCHED_PROGRESS
+
+        def report(message: str) -> None:
+            reporter.progress(call, message)
+
+        return report
 
     async def _admit(
         self, call: ToolCall, declaration: ToolDeclaration, approve: ApprovalCallback | None

@@ -320,12 +320,9 @@ class ToolScheduler:
                     telemetry.end_failed(exc)
                     raise
             telemetry.mark_executed()
-        responses: list[ToolCallResponse] = []
-        ordinals: list[int] = []
-        for plan in plans:
-            assert plan.response is not None
-            responses.append(plan.response)
-            ordinals.append(plan.ordinal)
+        responses = [plan.response for plan in plans if plan.response is not None]
+        assert len(responses) == len(plans)  # every call is answered
+        ordinals = [plan.ordinal for plan in plans]
         return PendingTurn(responses, ordinals=ordinals, telemetry=telemetry)
 
     async def complete_turn(
