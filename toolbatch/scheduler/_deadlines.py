@@ -22,11 +22,13 @@ class Worker:
     worker answers that call as timed out and opens a new scope for the next.
     """
 
-    __slots__ = ("plan", "scope")
+    __slots__ = ("expired", "plan", "scope")
 
     def __init__(self) -> None:
         self.scope: anyio.CancelScope | None = None
         self.plan: Plan | None = None
+        self.expired = False
+        """The batch's timer cancelled the scope (read instead of ``scope.cancel_called``)."""
 
 
 def asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -97,6 +99,7 @@ class Deadlines:
                 continue
             if plan.deadline <= now:
                 if worker.scope is not None:
+                    worker.expired = True
                     worker.scope.cancel()
             elif plan.deadline < upcoming:
                 upcoming = plan.deadline

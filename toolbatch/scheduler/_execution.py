@@ -373,6 +373,7 @@ class CallRunner:
         while True:
             with batch.new_scope() as scope:
                 worker.scope = scope
+                worker.expired = False
                 for plan in queue:
                     if abortable and aborted.is_set():
                         return  # the rest are answered as cancelled once the batch ends
@@ -398,7 +399,7 @@ class CallRunner:
                     # An answered call needs its context no more: a batch of 100,000
                     # calls should not hold 100,000 of them until it ends.
                     plan.context = None
-                    if scope.cancel_called:
+                    if worker.expired if timer else scope.cancel_called:
                         break  # a deadline came as the call answered: a new scope
                 else:
                     return
