@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-import toolbatch.scheduler._scheduler as scheduler_module
+import toolbatch.scheduler._execution as scheduler_module
 from toolbatch import ToolCall, ToolResult
 from toolbatch.producers import ProducerContext, ToolDeclaration, tool
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
@@ -25,7 +25,7 @@ from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
 @pytest.fixture(params=["loop-timer", "scope-deadlines"])
 def deadlines(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "scope-deadlines":
-        monkeypatch.setattr(scheduler_module, "_asyncio_loop", lambda: None)
+        monkeypatch.setattr(scheduler_module, "asyncio_loop", lambda: None)
     return str(request.param)
 
 

@@ -392,6 +392,7 @@ async def test_oversized_context_is_bounded_and_persisted_on_its_own(tmp_path: P
     context_file = Path(part.text.split("Full output: ")[1].split("\n")[0])
     assert _read(context_file) == context
     assert context_file not in (turn.responses[0].persisted_output_files or ())
+    assert context_file.name.startswith("hook-text-")  # the turn's own text, not a tool's
 
 
 async def test_a_replacement_is_bounded_like_any_result(tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ async def test_a_producer_that_outlives_the_ceiling_is_cut_off(tmp_path: Path) -
             return ToolResult(content="never")
 
     config = _config(tmp_path, call_timeout=0.1)
-    import toolbatch.scheduler._scheduler as module
+    import toolbatch.scheduler._execution as module
 
     original = module.BACKSTOP_GRACE_S
     module.BACKSTOP_GRACE_S = 0.1

@@ -1,7 +1,8 @@
 """Bounding the tool output a model receives: one aggregate budget, persisted at most once.
 
 :func:`finalize_tool_responses` is the shared finalizer the turn pipeline calls on a whole
-batch; :func:`enforce_send_budget` is the synchronous last-chance guard at the model-send
+batch (:func:`finalize_turn` with the turn's own hook text beside it, a slot kind of its
+own); :func:`enforce_send_budget` is the synchronous last-chance guard at the model-send
 boundary; :func:`response_text_length` measures parts the way both do. The budget unit is
 Unicode code points (Python ``len``) of model-facing text; :func:`check_budget` is the one
 place a public budget value is validated.
@@ -18,9 +19,14 @@ from toolbatch.finalize._finalizer import (
     DEFAULT_PERSIST_CONCURRENCY as DEFAULT_PERSIST_CONCURRENCY,
     DEFAULT_PERSIST_TIMEOUT_S as DEFAULT_PERSIST_TIMEOUT_S,
     finalize_tool_responses,
+    finalize_turn as finalize_turn,
 )
 from toolbatch.finalize._fit import TRUNCATION_HEADER as TRUNCATION_HEADER
 from toolbatch.finalize._guard import enforce_send_budget
+from toolbatch.finalize._hook_text import (
+    FinalizedTurn as FinalizedTurn,
+    HookText as HookText,
+)
 from toolbatch.finalize._lifecycle import (
     DEFAULT_LIFECYCLE_TOOLS,
     PLAN_MODE_REENTRY_REMINDER as PLAN_MODE_REENTRY_REMINDER,

@@ -55,6 +55,7 @@ from toolbatch.finalize._allocation import allocate_budget
 from toolbatch.finalize._budget import effective_budget
 from toolbatch.finalize._collector import collector_paused
 from toolbatch.finalize._fit import Excerpt, cut_text, fit_excerpt
+from toolbatch.finalize._hook_text import HOOK_TEXT_ARTIFACT, FinalizedTurn, HookText
 from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
 from toolbatch.finalize._media import (
     DEFAULT_MEDIA_PART_BYTES,
@@ -82,11 +83,14 @@ __all__ = [
     "DEFAULT_PERSIST_CONCURRENCY",
     "DEFAULT_PERSIST_TIMEOUT_S",
     "finalize_tool_responses",
+    "finalize_turn",
 ]
 
 log = structlog.get_logger("toolbatch.finalize")
 
 DEFAULT_PERSIST_CONCURRENCY: Final = 8
+HOOK_TEXT_PLACE: Final[Place] = (0, "text", False)
+"""A hook text's one slot: the text of its one part."""
 PERSISTED_SLOT_SEPARATOR: Final = "\n\n"
 """A persisted response is its budgeted slot texts joined with this."""
 _THREAD_DECODE_CHARS: Final = 1 * 2**20
@@ -137,6 +141,38 @@ async def finalize_tool_responses(
     Raises:
         ConfigError: an argument is invalid. Persistence failures are logged, never raised.
     """
+    finalized = await finalize_turn(
+        responses,
+        (),
+        budget=budget,
+        store=store,
+        lifecycle_tools=lifecycle_tools,
+        persist_concurrency=persist_concurrency,
+        persist_timeout_s=persist_timeout_s,
+        media_part_bytes=media_part_bytes,
+    )
+    return finalized.responses
+
+
+async def finalize_turn(
+    responses: Sequence[ToolCallResponse],
+    hook_text: Sequence[HookText],
+    *,
+    budget: int | float | None,
+    store: ArtifactStore | None = None,
+    lifecycle_tools: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS,
+    persist_concurrency: int = DEFAULT_PERSIST_CONCURRENCY,
+    persist_timeout_s: float = DEFAULT_PERSIST_TIMEOUT_S,
+    media_part_bytes: int = DEFAULT_MEDIA_PART_BYTES,
+) -> FinalizedTurn:
+    """Bound a turn's responses and its own text (``hook_text``) together to ``budget``.
+
+    :func:`finalize_tool_responses` with the turn's hook text beside the responses: each
+    text is one slot of the same water-fill, cut like a response's output (one header
+    naming its file) and saved once, when a pass first cuts it, under
+    ``hook-text-<n>``. The two come back apart, each in the order given; nothing that
+    fits is copied.
+    """
     limit = effective_budget(budget)
     _check_positive_int("persist_concurrency", persist_concurrency, DEFAULT_PERSIST_CONCURRENCY)
     _check_positive_int("media_part_bytes", media_part_bytes, DEFAULT_MEDIA_PART_BYTES)
@@ -150,10 +186,12 @@ async def finalize_tool_responses(
         )
     lifecycle = check_lifecycle_tools(lifecycle_tools)
     same = responses if isinstance(responses, list) else list(responses)
+    hooks = hook_text if isinstance(hook_text, list) else list(hook_text)
     if limit is None:
-        return same
+        return FinalizedTurn(same, hooks)
     writer = _Writer(store, same, persist_concurrency, persist_timeout_s)
-    return await _fit_budget(same, writer, limit, lifecycle, media_part_bytes)
+    same, hooks = await _fit_budget(same, hooks, writer, limit, lifecycle, media_part_bytes)
+    return FinalizedTurn(same, hooks)
 
 
 class _Writer:
@@ -414,15 +452,16 @@ async def _check_media(
 
 async def _fit_budget(
     same: list[ToolCallResponse],
+    hooks: list[HookText],
     writer: _Writer,
     limit: int,
     lifecycle: frozenset[str],
     media_part_bytes: int,
-) -> list[ToolCallResponse]:
+) -> tuple[list[ToolCallResponse], list[HookText]]:
     # The media pass (which may await) runs only for a batch the measuring walk found media
     # in; it measures again only when the media pass changed a response.
     with collector_paused():
-        slots = measure_batch(same, lifecycle)
+        slots = _measure(same, hooks, lifecycle)
         # The usual turn, without media, is measured and planned in one synchronous stretch.
         cuts = None if slots.media else _plan_cuts(slots, limit)
     if slots.media:
@@ -430,27 +469,49 @@ async def _fit_budget(
         with collector_paused():
             if checked is not same:
                 same = checked
-                slots = measure_batch(same, lifecycle)
+                slots = _measure(same, hooks, lifecycle)
             cuts = _plan_cuts(slots, limit)
     if cuts is None:
-        return same  # it fits
+        return same, hooks  # it fits
     with collector_paused():
-        jobs = _persistence_jobs(same, cuts, writer)
+        jobs = _persistence_jobs(same, hooks, cuts, writer)
         if not jobs:  # nothing to write: fitted with no await since it was planned
-            return _finish(same, cuts, {}, limit)
+            return _finish(same, hooks, cuts, {}, limit)
     written = await writer.write_all(jobs)
     with collector_paused():
-        return _finish(same, cuts, written, limit)
+        return _finish(same, hooks, cuts, written, limit)
+
+
+def _measure(
+    same: list[ToolCallResponse], hooks: list[HookText], lifecycle: frozenset[str]
+) -> BatchSlots:
+    """The batch's slots: the responses', then one per hook text (owners after them)."""
+    slots = measure_batch(same, lifecycle)
+    if hooks:
+        texts, places, ends, outputs = slots.texts, slots.places, slots.ends, slots.outputs
+        for hook in hooks:
+            texts.append(hook.text)
+            places.append(HOOK_TEXT_PLACE)
+            ends.append(len(texts))
+            outputs.append(None)
+    return slots
 
 
 def _persistence_jobs(
-    same: list[ToolCallResponse], cuts: _Cuts, writer: _Writer
+    same: list[ToolCallResponse], hooks: list[HookText], cuts: _Cuts, writer: _Writer
 ) -> dict[object, tuple[str, str, str | bytes, str]]:
-    """A write per cut response that has no persistence decision yet (none without a store)."""
+    """A write per cut response or hook text that has no persistence decision yet (none
+    without a store)."""
     jobs: dict[object, tuple[str, str, str | bytes, str]] = {}
     if writer.store is not None:
+        count = len(same)
         for owner in cuts.owners:
-            if same[owner].persisted_output_files is None:
+            if owner >= count:
+                hook = hooks[owner - count]
+                if hook.persisted_output_files is None:
+                    job_id = str(owner - count + 1)
+                    jobs[owner] = (job_id, HOOK_TEXT_ARTIFACT, hook.text, ".txt")
+            elif same[owner].persisted_output_files is None:
                 start, end = cuts.slots_of(owner)
                 text = PERSISTED_SLOT_SEPARATOR.join(cuts.slots.texts[start:end])
                 jobs[owner] = (writer.id_of(owner), same[owner].name, text, ".txt")
@@ -458,12 +519,17 @@ def _persistence_jobs(
 
 
 def _finish(
-    same: list[ToolCallResponse], cuts: _Cuts, written: dict[object, Path], limit: int
-) -> list[ToolCallResponse]:
-    finalized, after, decided = _rebuild(same, cuts, written)
+    same: list[ToolCallResponse],
+    hooks: list[HookText],
+    cuts: _Cuts,
+    written: dict[object, Path],
+    limit: int,
+) -> tuple[list[ToolCallResponse], list[HookText]]:
+    finalized, hooks, after, decided = _rebuild(same, hooks, cuts, written)
     log.info(
         "finalize.reduced",
         responses=len(same),
+        hook_texts=len(hooks),
         reduced=len(cuts.owners),
         slots_cut=len(cuts.cut),
         budget=limit,
@@ -473,7 +539,7 @@ def _finish(
         unpersisted=decided - len(written),
     )
     note_cuts(slots_cut=len(cuts.cut), responses_cut=len(cuts.owners))
-    return finalized
+    return finalized, hooks
 
 
 @dataclass(slots=True)
@@ -534,19 +600,30 @@ def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
 
 
 def _rebuild(
-    same: list[ToolCallResponse], cuts: _Cuts, written: dict[object, Path]
-) -> tuple[list[ToolCallResponse], int, int]:
-    """Fit the cut slots and rebuild each cut response once; the other responses stay as
-    they are. Returns the batch, its budgeted length after, and how many responses got
-    their persistence decision in this pass."""
+    same: list[ToolCallResponse], hooks: list[HookText], cuts: _Cuts, written: dict[object, Path]
+) -> tuple[list[ToolCallResponse], list[HookText], int, int]:
+    """Fit the cut slots and rebuild each cut response or hook text once; the others stay
+    as they are. Returns the batch, the hook texts, the budgeted length after, and how many
+    responses and texts got their persistence decision in this pass."""
     slots = cuts.slots
     texts, places, outputs = slots.texts, slots.places, slots.outputs
     lengths, allocation, cut = cuts.lengths, cuts.allocation, cuts.cut
     bounds = cuts.bounds
     finalized = list(same)
+    count = len(same)
+    fitted_hooks = list(hooks)
     after = cuts.before
     decided_now = 0
     for group, owner in enumerate(cuts.owners):
+        if owner >= count:
+            index = cut[bounds[group]]
+            hook = hooks[owner - count]
+            fitted_hooks[owner - count], saved, deciding = _fit_hook_text(
+                hook, allocation[index], written.get(owner)
+            )
+            after -= saved
+            decided_now += deciding
+            continue
         response = same[owner]
         files = response.persisted_output_files
         deciding = files is None
@@ -579,7 +656,26 @@ def _rebuild(
             )
             after -= saved
         finalized[owner] = replace_finalized(response, parts, new_state, files)
-    return finalized, after, decided_now
+    return finalized, fitted_hooks, after, decided_now
+
+
+def _fit_hook_text(hook: HookText, limit: int, path: Path | None) -> tuple[HookText, int, bool]:
+    """A hook text cut to ``limit`` (from its excerpt when it is a preview a pass made), the
+    code points saved, and whether its persistence was decided now (``path``: the file
+    written in this pass)."""
+    files = hook.persisted_output_files
+    deciding = files is None
+    if files is None:
+        files = (path,) if path is not None else ()
+    paths = [os.fspath(file) for file in files]
+    text = hook.text
+    excerpt = hook.excerpt
+    if excerpt is not None:
+        preview, excerpt = fit_excerpt(excerpt, limit, paths=paths)
+    else:
+        preview, head, tail = cut_text(text, limit, paths)
+        excerpt = Excerpt(head, tail, len(text))
+    return HookText(preview, files, excerpt), len(text) - len(preview), deciding
 
 
 def _refit(

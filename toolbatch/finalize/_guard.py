@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import structlog
 
-from toolbatch._core import Part
+from toolbatch._core import FunctionResponsePart, Part, TextPart
 from toolbatch.finalize._budget import effective_budget
 from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
 from toolbatch.finalize._slots import (
@@ -45,9 +45,11 @@ def enforce_send_budget(
     same = parts if isinstance(parts, list) else list(parts)
     if limit is None:
         return same
-    texts: list[str] = []
-    measure_slots(same, texts, [], include_top_level_text=True, lifecycle=lifecycle)
-    before = sum(map(len, texts))
+    before = _plain_length(same, lifecycle)
+    if before is None:
+        texts: list[str] = []
+        measure_slots(same, texts, [], include_top_level_text=True, lifecycle=lifecycle)
+        before = sum(map(len, texts))
     if before <= limit:
         return same  # the usual case: measured as plain lists, no slot records
     slots = collect_slots(same, owner=0, include_top_level_text=True, lifecycle=lifecycle)
@@ -62,3 +64,23 @@ def enforce_send_budget(
         after=after,
     )
     return rebuild_parts(same, fits)
+
+
+def _plain_length(parts: list[Part], lifecycle: frozenset[str]) -> int | None:
+    """The budgeted length of parts that are all text or function responses holding only a
+    string ``output`` (a completed turn's, almost always), read without slot lists;
+    ``None`` for any other batch (:func:`measure_slots` states the rule)."""
+    total = 0
+    for part in parts:
+        if type(part) is FunctionResponsePart:
+            function_response = part.function_response
+            body = function_response.response
+            if len(body) != 1 or type(output := body.get("output")) is not str:
+                return None
+            if function_response.name not in lifecycle:
+                total += len(output)
+        elif type(part) is TextPart:
+            total += len(part.text)
+        else:
+            return None
+    return total

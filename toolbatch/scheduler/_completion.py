@@ -1,0 +1,173 @@
+"""Completing one turn, once: finalize, PostToolBatch hooks, finalize, send guard, record.
+
+This is ``ToolScheduler.complete_turn``'s work. What the calls' own hooks said
+(PreToolUse, PostToolUse) and what the PostToolBatch hooks add is the turn's own text
+(``toolbatch.finalize.HookText``): the second pass bounds it with the responses under the
+one budget, and it comes back apart from them, never posing as a tool's response. The
+turn's parts are the responses' parts, then the hook text's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Final
+
+import structlog
+
+from toolbatch._core import Part, ToolCallResponse, Turn, completed_turn
+from toolbatch.artifacts import ArtifactStore
+from toolbatch.errors import RecorderError
+from toolbatch.finalize import (
+    Budget,
+    HookText,
+    enforce_send_budget,
+    finalize_tool_responses,
+    finalize_turn,
+)
+from toolbatch.hooks import (
+    CommandHook,
+    PostToolBatchHook,
+    apply_hook_output,
+    build_hook_input,
+    hook_input_chars,
+    run_post_tool_batch_hooks,
+)
+from toolbatch.recorder import JsonlRecorder, Recorder
+from toolbatch.scheduler._config import SchedulerConfig
+from toolbatch.scheduler._gate import CallGate
+
+__all__ = ["TurnCompleter", "transcript_path"]
+
+log = structlog.get_logger("toolbatch.scheduler")
+
+CALL_HOOK_STOP_NOTE: Final = "A hook stopped the agent after these tool results: "
+
+
+class TurnCompleter:
+    """Completes the turns of one open session: what ``ToolScheduler.complete_turn`` does."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        gate: CallGate,
+        *,
+        store: ArtifactStore | None,
+        session_id: str,
+        batch_hooks: Sequence[PostToolBatchHook | CommandHook],
+    ) -> None:
+        self.config = config
+        self._gate = gate
+        self._store = store
+        self._session_id = session_id
+        self._batch_hooks = batch_hooks
+
+    async def complete(
+        self,
+        responses: list[ToolCallResponse],
+        limit: Budget,
+        record: Recorder | None,
+    ) -> Turn:
+        """The turn of ``responses`` (in call order), recorded in ``record``."""
+        lifecycle = self.config.lifecycle
+        # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
+        context, stop_reason = _call_hook_text(responses)
+        finalized = await finalize_tool_responses(
+            responses, budget=limit, store=self._store, lifecycle_tools=lifecycle
+        )
+        changed = False
+        if self._batch_hooks:
+            batch = build_hook_input(
+                finalized,
+                session_id=self._session_id,
+                transcript_path=transcript_path(record) or self._gate.transcript_path,
+                permission_mode=self._gate.permission_mode,
+                input_chars=hook_input_chars(limit),
+            )
+            output = await run_post_tool_batch_hooks(
+                self._batch_hooks, batch, timeout_s=self.config.hook_timeout
+            )
+            outcome = apply_hook_output(finalized, output)
+            finalized, changed = outcome.responses, output is not None
+            context = [*context, *outcome.context]
+            stop_reason = stop_reason or outcome.stop_reason
+        hook_text: list[HookText] = []
+        if changed or context:
+            second = await finalize_turn(
+                finalized,
+                [HookText(text) for text in context],
+                budget=limit,
+                store=self._store,
+                lifecycle_tools=lifecycle,
+            )
+            finalized, hook_text = second.responses, second.hook_text
+        turn = _guarded_turn(finalized, hook_text, limit, lifecycle, stop_reason)
+        if record is not None:
+            try:
+                await record.record_turn(turn)
+            except RecorderError as exc:
+                exc.turn = turn
+                raise
+        if _logs_info():  # measuring the turn again costs a walk over every part
+            log.info(
+                "turn.completed",
+                responses=len(turn.responses),
+                chars=turn.content_length,
+                budget=limit,
+                stopped=stop_reason is not None,
+            )
+        return turn
+
+
+def _logs_info() -> bool:
+    """Whether the scheduler's info events are emitted (a logger that cannot say: yes)."""
+    enabled = getattr(log.bind(), "is_enabled_for", None)
+    return enabled is None or bool(enabled(logging.INFO))
+
+
+def _call_hook_text(responses: Sequence[ToolCallResponse]) -> tuple[list[str], str | None]:
+    """The per-call hooks' notes in call order, and the first stop they asked for (its note
+    after them)."""
+    notes: list[str] = []
+    stop: str | None = None
+    for response in responses:
+        if response.hook_notes:
+            notes.extend(response.hook_notes)
+        if response.hook_stop is not None and stop is None:
+            stop = response.hook_stop
+    if stop is not None:
+        notes.append(CALL_HOOK_STOP_NOTE + stop)
+    return notes, stop
+
+
+def _guarded_turn(
+    responses: list[ToolCallResponse],
+    hook_text: list[HookText],
+    limit: Budget,
+    lifecycle: frozenset[str],
+    stop_reason: str | None,
+) -> Turn:
+    """The turn after the send guard: the responses' parts, then the hook text's.
+
+    The guard is this turn's one check at the send boundary (a no-op for a finalized
+    batch): an agent loop sends the turn's parts as they are.
+    """
+    parts: list[Part] = [part for response in responses for part in response.parts]
+    parts.extend(hook.part() for hook in hook_text)
+    guarded = enforce_send_budget(parts, limit, lifecycle_tools=lifecycle)
+    if guarded is not parts:
+        # The guard only rewrites parts in place (same count, same order): each response
+        # takes back its own, the hook text's are the rest.
+        rebuilt: list[ToolCallResponse] = []
+        offset = 0
+        for response in responses:
+            own = guarded[offset : offset + len(response.parts)]
+            offset += len(response.parts)
+            rebuilt.append(response if own == response.parts else response.with_parts(own))
+        responses = rebuilt
+    return completed_turn(responses, guarded, stop_reason)
+
+
+def transcript_path(recorder: Recorder | None) -> str | None:
+    """Where the session is recorded, for hooks' ``transcript_path`` (``None``: nowhere)."""
+    return str(recorder.path) if isinstance(recorder, JsonlRecorder) else None
