@@ -16,12 +16,15 @@ from toolbatch.sandbox._environment import (
 )
 from toolbatch.sandbox._pinning import ScriptPins as ScriptPins, command_scripts as command_scripts
 from toolbatch.sandbox._policy import (
+    CommandLineFlag as CommandLineFlag,
     LandlockProbe as LandlockProbe,
     NamespacesProbe as NamespacesProbe,
     ProcessPolicy as ProcessPolicy,
     SandboxMode as SandboxMode,
-    check_process_options as check_process_options,
+    SandboxOptions as SandboxOptions,
     open_process_policy,
+    open_sandbox as open_sandbox,
+    sandbox_flags as sandbox_flags,
 )
 from toolbatch.sandbox._process import (
     GroupStop as GroupStop,

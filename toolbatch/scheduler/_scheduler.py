@@ -64,9 +64,9 @@ from toolbatch.producers import (
     ProducerContext,
     ProgressCallback,
     apply_output_threshold,
-    open_process_policy,
 )
 from toolbatch.recorder import JsonlRecorder, Recorder
+from toolbatch.sandbox import open_sandbox
 from toolbatch.scheduler._config import (
     USE_CONFIG,
     SchedulerConfig,
@@ -367,18 +367,11 @@ class ToolScheduler:
             self._store = self._make_store(stack)
             # The shell's sandbox and environment, resolved once for the session.
             self._policy = stack.enter_context(
-                open_process_policy(
-                    sandbox=self.config.sandbox,
-                    workspace_roots=self.config.workspace_roots,
+                open_sandbox(
+                    self.config,
                     protected_paths=session_protected_paths(
                         self.config, (self._store.root, self._store.fallback_dir)
                     ),
-                    network=self.config.network,
-                    private_tmp=self.config.sandbox_private_tmp,
-                    required=self.config.sandbox_required,
-                    shell_env=self.config.shell_env,
-                    shell_env_allow=self.config.shell_env_allow,
-                    shell_env_set=self.config.shell_env_set,
                 )
             )
             self._producers = self.registry.producers()
