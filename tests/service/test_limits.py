@@ -203,7 +203,7 @@ def test_a_client_that_never_reads_30000_small_answers_stops_being_read(tmp_path
 async def test_the_streamed_answer_is_the_batch_result_byte_for_byte() -> None:
     """Written in slices, the answer line is exactly the one built whole."""
     from toolbatch import ToolCall, ToolCallResponse, ToolResult, Turn
-    from toolbatch.service._service import STREAM_SLICE, _streamed_answer, batch_result
+    from toolbatch.service._batches import STREAM_SLICE, _streamed_answer, batch_result
     from toolbatch.transports import dumps_json_line
 
     responses = [

@@ -414,7 +414,7 @@ def test_parse_batch_accepts_a_bare_list_and_resolves_the_budget() -> None:
 )
 def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str, Any]) -> None:
     """The fast path builds calls equal to the validated ones: dumped, copied, pickled alike."""
-    from toolbatch.service._service import _plain_batch
+    from toolbatch.service._protocol import _plain_batch
 
     plain = _plain_batch(params)
     assert plain is not None
@@ -444,7 +444,7 @@ def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str,
 )
 def test_params_of_any_other_shape_take_the_validating_path(params: dict[str, Any]) -> None:
     """Anything the fast path is not sure of goes to parse_batch, which names the problem."""
-    from toolbatch.service._service import _plain_batch
+    from toolbatch.service._protocol import _plain_batch
 
     assert _plain_batch(params) is None
     with pytest.raises(ConfigError):

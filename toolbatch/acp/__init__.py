@@ -22,13 +22,15 @@ from toolbatch.acp._choices import (
 
 if TYPE_CHECKING:
     from toolbatch.acp._agent import (
-        ALLOW_ALWAYS as ALLOW_ALWAYS,
-        ALLOW_ONCE as ALLOW_ONCE,
-        REJECT_ONCE as REJECT_ONCE,
         AcpAgent as AcpAgent,
         AcpOptions,
         check_model_settings as check_model_settings,
         serve_acp,
+    )
+    from toolbatch.acp._permissions import (
+        ALLOW_ALWAYS as ALLOW_ALWAYS,
+        ALLOW_ONCE as ALLOW_ONCE,
+        REJECT_ONCE as REJECT_ONCE,
     )
     from toolbatch.acp._stdio import AcpStdioTransport as AcpStdioTransport
 
@@ -38,9 +40,9 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ALLOW_ALWAYS": "toolbatch.acp._agent",
-    "ALLOW_ONCE": "toolbatch.acp._agent",
-    "REJECT_ONCE": "toolbatch.acp._agent",
+    "ALLOW_ALWAYS": "toolbatch.acp._permissions",
+    "ALLOW_ONCE": "toolbatch.acp._permissions",
+    "REJECT_ONCE": "toolbatch.acp._permissions",
     "AcpAgent": "toolbatch.acp._agent",
     "AcpOptions": "toolbatch.acp._agent",
     "check_model_settings": "toolbatch.acp._agent",

@@ -26,22 +26,24 @@ an ask rule or a PreToolUse hook asks, and that still goes to the editor. A reje
 error response the model sees.
 ``session/cancel`` cancels the running tools (their process groups are stopped) and any
 model request in flight; the prompt ends with stop reason ``cancelled``.
+
+Here are the agent and its sessions' hosts; one session's state and model are in
+``_session``, a tool turn's updates in ``_turn``, the permission questions in
+``_permissions``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import os
 import re
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
@@ -50,68 +52,44 @@ import structlog
 from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
 from acp.schema import (
     AgentCapabilities,
-    AllowedOutcome,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
-    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     StopReason,
 )
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 import toolbatch
-from toolbatch._core import ToolCall, ToolCallResponse, ToolDeclaration, Turn, parts_adapter
 from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS, MODEL_CHOICES, ModelChoice
+from toolbatch.acp._session import _Outgoing, _PromptCancelled, _Session, _SessionModel, _Start
 from toolbatch.acp._stdio import AcpStdioTransport
-from toolbatch.acp._updates import (
-    CallIds,
-    MessageSeparator,
-    OutputTail,
-    PromptBlock,
-    SessionUpdate,
-    command_prefixes,
-    finished_update,
-    permission_tool_call,
-    progress_update,
-    prompt_text,
-    replay_updates,
-    running_update,
-    start_update,
-)
+from toolbatch.acp._turn import _AcpRuntime
+from toolbatch.acp._updates import PromptBlock, prompt_text, replay_updates
 from toolbatch.agent import (
     AgentLoop,
     AnthropicModel,
-    InteractiveRuntime,
     Message,
     Model,
-    ModelReply,
     OpenAIChatModel,
     OpenAIResponsesModel,
     ScriptedModel,
     history_from_transcript,
 )
 from toolbatch.errors import ConfigError, ToolbatchError
-from toolbatch.permissions import SHELL_TOOL, PermissionRule, Permissions
 from toolbatch.recorder import JsonlRecorder, RecordedTurn, load_session
 from toolbatch.scheduler import (
-    DEFAULT_CALL_TIMEOUT_CEILING_S,
-    BatchObserver,
     Registry,
     SchedulerConfig,
     ToolScheduler,
-    approval_reason,
     default_registry,
 )
 
 __all__ = [
-    "ALLOW_ALWAYS",
-    "ALLOW_ONCE",
     "MODEL_CHOICES",
-    "REJECT_ONCE",
     "AcpAgent",
     "AcpOptions",
     "ModelChoice",
@@ -130,9 +108,6 @@ _MODEL_CLIENTS: Final[
 }
 """The model clients behind ``--model``, each configured from its environment variables."""
 
-ALLOW_ONCE: Final = "allow_once"
-ALLOW_ALWAYS: Final = "allow_always"
-REJECT_ONCE: Final = "reject_once"
 INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
@@ -147,10 +122,6 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "cancelled": "cancelled",
     "hook_stop": "end_turn",
 }
-
-
-class _PromptCancelled(ToolbatchError):
-    """The user cancelled the prompt while the model was answering."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,321 +156,6 @@ class AcpOptions:
     transcript_dir: Path | None = None
     trace_model: Path | None = None
     max_sessions: int = DEFAULT_MAX_SESSIONS
-
-
-# -- one session ------------------------------------------------------------------------
-
-
-@dataclass(eq=False, slots=True)
-class _Start:
-    """A call's ``in_progress`` update, withdrawn if the call turns out not to have run: a
-    call answered in place (refused, unknown, invalid) is started and finished in one step,
-    so its start is withdrawn before the pump reaches it and the editor sees ``pending``
-    then ``failed``, never ``in_progress``."""
-
-    update: SessionUpdate
-    withdrawn: bool = False
-    sent: bool = False
-
-
-_NOT_RUN: Final = frozenset(
-    {
-        "unknown_tool",
-        "invalid_call",
-        "invalid_args",
-        "duplicate_call",
-        "permission_denied",
-        "approval_failed",
-    }
-)
-"""Error types of calls that were answered without running (refused, unknown, invalid)."""
-
-_Outgoing: TypeAlias = SessionUpdate | _Start | anyio.Event
-"""An update to send, a start that may be withdrawn, or a marker set once everything queued
-before it was sent."""
-
-
-@dataclass(eq=False, slots=True)
-class _Session:
-    """One ACP session: its agent loop and the state of the prompt running in it."""
-
-    id: str
-    cwd: Path
-    ids: CallIds = field(default_factory=CallIds)
-    closed: anyio.Event = field(default_factory=anyio.Event)
-    loop: AgentLoop | None = None
-    abort: anyio.Event | None = None
-    model_scope: anyio.CancelScope | None = None
-    updates: MemoryObjectSendStream[_Outgoing] | None = None
-    always_allowed: set[str] = field(default_factory=set)
-    """Tools the user allowed for the session ("always allow"), except the shell."""
-    allowed_commands: list[PermissionRule] = field(default_factory=list)
-    """Shell command prefixes the user allowed for the session (``Bash(git status *)``)."""
-    permission_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    messages: MessageSeparator = field(default_factory=MessageSeparator)
-    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """The MCP servers the editor asked this session to use (``mcpServers`` entries)."""
-    last_used: float = field(default_factory=time.monotonic)
-
-    def emit(self, update: SessionUpdate | _Start) -> None:
-        """Queue ``update`` for the client, after everything queued before it."""
-        if self.updates is None:
-            log.debug("acp.update_without_prompt", session=self.id)
-            return
-        self.updates.send_nowait(update)
-
-    async def flush(self) -> None:
-        """Wait until every update queued so far has been sent."""
-        if self.updates is None:
-            return
-        sent = anyio.Event()
-        self.updates.send_nowait(sent)
-        await sent.wait()
-
-    def cancel(self) -> None:
-        """Cancel the running prompt: its tools and any model request in flight."""
-        if self.abort is not None:
-            self.abort.set()
-        if self.model_scope is not None:
-            self.model_scope.cancel()
-
-
-@dataclass(eq=False, slots=True)
-class _SessionModel:
-    """The session's model, as the agent loop sees it.
-
-    Shows each reply's words to the user as soon as they arrive, stops waiting for the
-    model when the prompt is cancelled, and traces what the model receives when asked.
-    """
-
-    inner: Model
-    session: _Session
-    trace: Path | None = None
-
-    async def respond(
-        self, history: Sequence[Message], tools: Sequence[ToolDeclaration]
-    ) -> ModelReply:
-        if self.trace is not None and history:
-            line = _trace_line(self.session.id, history[-1])
-            await anyio.to_thread.run_sync(_append_line, self.trace, line)
-        abort = self.session.abort
-        reply: ModelReply | None = None
-        with anyio.CancelScope() as scope:
-            self.session.model_scope = scope
-            try:
-                if abort is None or not abort.is_set():
-                    reply = await self.inner.respond(history, tools)
-            finally:
-                self.session.model_scope = None
-        if reply is None:
-            raise _PromptCancelled("the prompt was cancelled while the model was answering")
-        if reply.text:
-            self.session.emit(self.session.messages.chunk(reply.text))
-        return reply
-
-
-def _trace_line(session_id: str, message: Message) -> str:
-    parts = parts_adapter.dump_python(
-        list(message.parts), mode="json", by_alias=True, exclude_none=True
-    )
-    record = {"session_id": session_id, "role": message.role, "parts": parts}
-    return json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n"
-
-
-def _append_line(path: Path, line: str) -> None:
-    # Created 0600: the trace holds what the model receives, tool output (secrets) among it.
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "a", encoding="ascii") as file:
-        file.write(line)
-
-
-OUTPUT_UPDATE_INTERVAL_S: Final = 0.25
-"""A running call's output lines are sent to the client at most this often."""
-
-
-@dataclass(eq=False, slots=True)
-class _TurnView:
-    """One tool turn as the client sees it: live call events and permission questions.
-
-    A ``BatchObserver`` of the scheduler. Calls are known by their ordinal in the model's
-    reply, which is also the index of their ACP id.
-    """
-
-    session: _Session
-    client: Client
-    tool_call_ids: list[str]
-    starts: dict[str, _Start] = field(default_factory=dict)
-    tails: dict[str, OutputTail] = field(default_factory=dict)
-    """Each running call's latest output lines, by ACP id, shown at most every
-    ``OUTPUT_UPDATE_INTERVAL_S`` (``show_tails`` sends what changed meanwhile)."""
-
-    def _id(self, call: ToolCall) -> str | None:
-        ordinal = call.ordinal
-        if ordinal is None or not 0 <= ordinal < len(self.tool_call_ids):
-            log.warning("acp.call_without_ordinal", call_id=call.id, ordinal=ordinal)
-            return None
-        return self.tool_call_ids[ordinal]
-
-    def call_started(self, call: ToolCall) -> None:
-        tool_call_id = self._id(call)
-        if tool_call_id is not None:
-            start = self.starts[tool_call_id] = _Start(running_update(tool_call_id))
-            self.session.emit(start)
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        tool_call_id = self._id(call)
-        if tool_call_id is not None:
-            self._tail(tool_call_id).report(message)
-            self._show(tool_call_id)
-
-    def call_output(self, call: ToolCall, text: str) -> None:
-        tool_call_id = self._id(call)
-        if tool_call_id is not None:
-            self._tail(tool_call_id).feed(text)
-            self._show(tool_call_id)
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        tool_call_id = self._id(call)
-        if tool_call_id is not None:
-            self.tails.pop(tool_call_id, None)
-            start = self.starts.pop(tool_call_id, None)
-            if start is not None and not start.sent and response.error_type in _NOT_RUN:
-                start.withdrawn = True  # it never ran: pending, then failed
-            self.session.emit(finished_update(tool_call_id, response))
-
-    def _tail(self, tool_call_id: str) -> OutputTail:
-        tail = self.tails.get(tool_call_id)
-        if tail is None:
-            tail = self.tails[tool_call_id] = OutputTail()
-        return tail
-
-    def _show(self, tool_call_id: str, *, now: float | None = None) -> None:
-        tail = self.tails.get(tool_call_id)
-        if tail is None or not tail.changed:
-            return
-        now = anyio.current_time() if now is None else now
-        if now - tail.shown_at < OUTPUT_UPDATE_INTERVAL_S:
-            return  # show_tails sends it soon
-        tail.changed, tail.shown_at = False, now
-        self.session.emit(progress_update(tool_call_id, tail.text()))
-
-    async def show_tails(self) -> None:
-        """Send the output lines that came since each call's last update, every
-        ``OUTPUT_UPDATE_INTERVAL_S``, until cancelled."""
-        while True:
-            await anyio.sleep(OUTPUT_UPDATE_INTERVAL_S)
-            now = anyio.current_time()
-            for tool_call_id in list(self.tails):
-                self._show(tool_call_id, now=now)
-
-    async def approve(self, call: ToolCall, declaration: ToolDeclaration) -> bool:
-        """Ask the user whether ``call`` may run (one question at a time per session).
-
-        The question names what asked (a permission rule or a hook: ``approval_reason``);
-        "always allow" remembers the command's prefix for the shell (Claude Code's "don't
-        ask again for `git status` commands"), the tool for any other tool.
-        """
-        tool_call_id = self._id(call)
-        if tool_call_id is None:
-            return False
-        session = self.session
-        reason = approval_reason()
-        prefixes = command_prefixes(call) if declaration.name == SHELL_TOOL else []
-        # Unanswered, the question would hold the call (and the prompt) past any deadline:
-        # it gets the call's ceiling (--timeout), its wait for an earlier question included.
-        limit = (
-            session.loop.scheduler.config.call_timeout
-            if session.loop is not None
-            else DEFAULT_CALL_TIMEOUT_CEILING_S
-        )
-        with anyio.move_on_after(limit) as waited:
-            async with session.permission_lock:
-                if _remembered(session, call, declaration):
-                    return True
-                await session.flush()  # the client knows the call before it is asked about it
-                always = (
-                    f"Always allow {call.name} in this session"
-                    if not prefixes
-                    else "Always allow "
-                    + ", ".join(f"`{prefix}`" for prefix in prefixes)
-                    + " commands in this session"
-                )
-                options = [
-                    PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
-                    PermissionOption(option_id=ALLOW_ALWAYS, name=always, kind="allow_always"),
-                    PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
-                ]
-                if declaration.name == SHELL_TOOL and not prefixes:
-                    # Not a plain sequence of simple commands: nothing safe to remember.
-                    del options[1]
-                response = await self.client.request_permission(
-                    session_id=session.id,
-                    tool_call=permission_tool_call(tool_call_id, call, reason=reason),
-                    options=options,
-                )
-                outcome = response.outcome
-                option = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
-                allowed = option in (ALLOW_ONCE, ALLOW_ALWAYS)
-                if option == ALLOW_ALWAYS:
-                    if prefixes:
-                        session.allowed_commands.extend(
-                            PermissionRule.parse(
-                                f"Bash({prefix} *)",
-                                "allow",
-                                source="'always allow' in this session",
-                            )
-                            for prefix in prefixes
-                        )
-                    elif declaration.name != SHELL_TOOL:
-                        session.always_allowed.add(declaration.name)
-        if waited.cancelled_caught:
-            log.warning("acp.permission_unanswered", session=session.id, call_id=call.id)
-            raise TimeoutError(
-                f"the client did not answer the permission request within {limit:g} s "
-                f"(the call timeout, --timeout), so {call.name!r} was not run"
-            )
-        log.info(
-            "acp.permission", session=session.id, call_id=call.id, allowed=allowed, reason=reason
-        )
-        return allowed
-
-
-def _remembered(session: _Session, call: ToolCall, declaration: ToolDeclaration) -> bool:
-    """Whether the user already allowed this call for the session."""
-    if declaration.name != SHELL_TOOL:
-        return declaration.name in session.always_allowed
-    if not session.allowed_commands:
-        return False
-    remembered = Permissions(allow=tuple(session.allowed_commands))
-    return remembered.decide(call.name, call.args).behavior == "allow"
-
-
-@dataclass(frozen=True, slots=True)
-class _AcpRuntime:
-    """``InteractiveRuntime``, with the turn's calls shown to and approved by the client."""
-
-    session: _Session
-    client: Client
-
-    async def run_tool_turn(
-        self,
-        loop: AgentLoop,
-        reply: ModelReply,
-        *,
-        abort: anyio.Event | None,
-        observer: BatchObserver | None,
-    ) -> tuple[Turn, bool]:
-        del observer  # this runtime reports to the client itself
-        ids = [self.session.ids.allocate(call.id) for call in reply.tool_calls]
-        for tool_call_id, call in zip(ids, reply.tool_calls, strict=True):
-            self.session.emit(start_update(tool_call_id, call))
-        view = _TurnView(self.session, self.client, ids)
-        inner = InteractiveRuntime(approve=view.approve)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(view.show_tails)
-            outcome = await inner.run_tool_turn(loop, reply, abort=abort, observer=view)
-            tg.cancel_scope.cancel()
-        return outcome
 
 
 # -- the agent --------------------------------------------------------------------------

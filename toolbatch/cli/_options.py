@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, get_args
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
@@ -17,9 +17,9 @@ from toolbatch.artifacts import (
 )
 from toolbatch.cli._config_sources import add_config_options
 from toolbatch.errors import ConfigError
-from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS
+from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, Budget, budget_from_wire
 from toolbatch.permissions import PERMISSION_MODES
-from toolbatch.producers import SandboxMode, ShellEnvMode
+from toolbatch.sandbox import sandbox_flags
 from toolbatch.scheduler import (
     DEFAULT_CALL_TIMEOUT_CEILING_S,
     DEFAULT_CONCURRENCY,
@@ -76,6 +76,7 @@ class _UsageError(ConfigError):
 
 
 def _budget(text: str) -> int:
+    """A number of characters as written (``200_000`` and ``200,000`` too), ``>= 0``."""
     try:
         value = int(text.replace("_", "").replace(",", ""))
     except ValueError:
@@ -85,6 +86,12 @@ def _budget(text: str) -> int:
             f"budget must be a whole number of characters >= 0 (0 disables it), got {text!r}"
         )
     return value
+
+
+def _session_budget(text: str) -> Budget:
+    """``--budget`` of ``run``, ``serve`` and ``acp``, normalised here, where it enters:
+    the session's budget (``SchedulerConfig.batch_budget``), ``0`` for none (``None``)."""
+    return budget_from_wire(_budget(text), None)
 
 
 def _positive_int(text: str) -> int:
@@ -155,7 +162,8 @@ def _runtime_options() -> argparse.ArgumentParser:
     )
     options.add_argument(
         "--budget",
-        type=_budget,
+        type=_session_budget,
+        default=DEFAULT_BATCH_BUDGET_CHARS,
         metavar="CHARS",
         help=f"the session's aggregate budget of model-facing tool text per batch, in "
         f"characters; 0 disables it; a batch that carries its own budget uses that one "
@@ -182,74 +190,62 @@ def _runtime_options() -> argparse.ArgumentParser:
         help=f"ceiling on any one call (default {DEFAULT_CALL_TIMEOUT_CEILING_S:g}; shell "
         f"calls default to 120 s unless they ask for more)",
     )
-    options.add_argument(
-        "--sandbox",
-        choices=get_args(SandboxMode),
-        default="workspace-write",
-        metavar="MODE",
-        help="what shell commands may write: workspace-write (default: the workspace and "
-        "the temp dir, protected paths excepted), read-only (a private temp dir only) or off",
-    )
-    options.add_argument(
-        "--workspace",
-        action="append",
-        metavar="DIR",
-        help="a directory workspace-write commands may write (repeatable; default: the "
-        "current directory)",
-    )
-    options.add_argument(
-        "--network",
-        dest="network",
-        action="store_true",
-        default=False,
-        help="let shell commands reach the network (default: off in the sandbox)",
-    )
-    options.add_argument(
-        "--no-network",
-        dest="network",
-        action="store_false",
-        help="keep shell commands off the network (the default)",
-    )
-    options.add_argument(
-        "--protect",
-        action="append",
-        metavar="PATH",
-        help="keep PATH read-only from shell commands (repeatable; beside .git, .claude, "
-        ".mcp.json, .vscode, .codex, .toolbatch, the settings, hook and MCP scripts)",
-    )
-    options.add_argument(
-        "--sandbox-private-tmp",
-        action="store_true",
-        help="give shell commands a private temp dir instead of the system's",
-    )
-    options.add_argument(
-        "--sandbox-required",
-        action="store_true",
-        help="refuse shell commands when the sandbox cannot be enforced (default: warn "
-        "once and run them unconfined)",
-    )
-    options.add_argument(
-        "--shell-env",
-        choices=get_args(ShellEnvMode),
-        default="inherit",
-        metavar="MODE",
-        help="shell commands' environment: inherit (default: the agent's minus names "
-        "holding KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL), minimal or none",
-    )
-    options.add_argument(
-        "--shell-env-allow",
-        action="append",
-        metavar="NAME",
-        help="a variable name or glob kept in the shell's environment anyway (repeatable)",
-    )
-    options.add_argument(
-        "--shell-env-set",
-        action="append",
-        type=_env_assignment,
-        metavar="NAME=VALUE",
-        help="a variable set for every shell command (repeatable)",
-    )
+    _add_sandbox_options(options)
     return options
+
+
+def _add_sandbox_options(options: argparse.ArgumentParser) -> None:
+    """One flag per ``SandboxOptions`` field, as its declaration says (``sandbox_flags``).
+
+    Nothing defaults here: a flag left out is ``None`` and the option keeps the default
+    its declaration gives (``sandbox_values``).
+    """
+    for name, cli in sandbox_flags():
+        if cli.kind == "switch":
+            options.add_argument(
+                cli.flag, dest=name, action="store_const", const=True, default=None, help=cli.help
+            )
+            if cli.negation is not None:
+                options.add_argument(
+                    cli.negation,
+                    dest=name,
+                    action="store_const",
+                    const=False,
+                    help=cli.negation_help,
+                )
+        elif cli.kind == "choice":
+            options.add_argument(
+                cli.flag, dest=name, choices=cli.choices, metavar=cli.metavar, help=cli.help
+            )
+        elif cli.kind == "assignments":
+            options.add_argument(
+                cli.flag,
+                dest=name,
+                action="append",
+                type=_env_assignment,
+                metavar=cli.metavar,
+                help=cli.help,
+            )
+        else:
+            options.add_argument(
+                cli.flag, dest=name, action="append", metavar=cli.metavar, help=cli.help
+            )
+
+
+def sandbox_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``SandboxOptions`` the sandbox flags set, by field name (flags left out are not
+    in it, so the options keep their declared defaults)."""
+    values: dict[str, Any] = {}
+    for name, cli in sandbox_flags():
+        given = getattr(args, name, None)
+        if given is None:
+            continue
+        if cli.kind == "list":
+            given = tuple(given)
+        elif cli.kind == "assignments":
+            given = dict(given)
+        values[name] = given
+    return values
 
 
 def _parser() -> argparse.ArgumentParser:

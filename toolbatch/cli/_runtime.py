@@ -25,7 +25,6 @@ from toolbatch._core import (
     Turn,
 )
 from toolbatch.cli._config_sources import read_config_sources
-from toolbatch.finalize import DEFAULT_BATCH_BUDGET_CHARS, budget_from_wire
 from toolbatch.scheduler import (
     SchedulerConfig,
     ToolScheduler,
@@ -38,7 +37,12 @@ from toolbatch.service import (
 if TYPE_CHECKING:
     from toolbatch.acp import AcpOptions
 
-from toolbatch.cli._options import EXIT_OK, STATUS_LINE_MIN_INTERVAL_S, _UsageError
+from toolbatch.cli._options import (
+    EXIT_OK,
+    STATUS_LINE_MIN_INTERVAL_S,
+    _UsageError,
+    sandbox_values,
+)
 
 log = structlog.get_logger("toolbatch.cli")
 
@@ -191,8 +195,11 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
     # Every settings and MCP source is read once, here; a bad one is a ConfigError: a usage
     # error.
     sources = read_config_sources(args)
+    sandbox = sandbox_values(args)
+    # The files the command writes for the user are kept from the commands too.
+    sandbox["protected_paths"] = (*sandbox.get("protected_paths", ()), *_outputs(args))
     return SchedulerConfig(
-        batch_budget=budget_from_wire(args.budget, DEFAULT_BATCH_BUDGET_CHARS),
+        batch_budget=args.budget,
         concurrency=args.concurrency,
         call_timeout=args.timeout,
         artifacts_dir=args.artifacts_dir,
@@ -200,15 +207,7 @@ def _scheduler_config(args: argparse.Namespace) -> SchedulerConfig:
         mcp_startup_timeout=args.mcp_startup_timeout,
         settings=sources.settings,
         permission_mode=args.permission_mode,
-        sandbox=args.sandbox,
-        workspace_roots=args.workspace,
-        network=args.network,
-        protected_paths=[*(args.protect or ()), *_outputs(args)],
-        sandbox_private_tmp=args.sandbox_private_tmp,
-        sandbox_required=args.sandbox_required,
-        shell_env=args.shell_env,
-        shell_env_allow=tuple(args.shell_env_allow or ()),
-        shell_env_set=dict(args.shell_env_set or ()),
+        **sandbox,
     )
 
 

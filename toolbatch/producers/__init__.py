@@ -29,7 +29,6 @@ from toolbatch.sandbox import (
     ProcessPolicy as ProcessPolicy,
     SandboxMode as SandboxMode,
     ShellEnvMode as ShellEnvMode,
-    check_process_options as check_process_options,
     open_process_policy,
 )
 

@@ -14,14 +14,19 @@ from toolbatch.sandbox._environment import (
     minimal_environment as minimal_environment,
     shell_environment as shell_environment,
 )
+from toolbatch.sandbox._options import (
+    CommandLineFlag as CommandLineFlag,
+    SandboxMode as SandboxMode,
+    SandboxOptions as SandboxOptions,
+    sandbox_flags as sandbox_flags,
+)
 from toolbatch.sandbox._pinning import ScriptPins as ScriptPins, command_scripts as command_scripts
 from toolbatch.sandbox._policy import (
     LandlockProbe as LandlockProbe,
     NamespacesProbe as NamespacesProbe,
     ProcessPolicy as ProcessPolicy,
-    SandboxMode as SandboxMode,
-    check_process_options as check_process_options,
     open_process_policy,
+    open_sandbox as open_sandbox,
 )
 from toolbatch.sandbox._process import (
     GroupStop as GroupStop,

@@ -80,7 +80,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, Literal, TypeAlias
+from typing import Final, TypeAlias
 
 import anyio.to_thread
 import structlog
@@ -94,24 +94,21 @@ from toolbatch.sandbox._bubblewrap import (
     read_only_binds,
     unix_socket_filter,
 )
-from toolbatch.sandbox._environment import SHELL_ENV_MODES, ShellEnvMode, shell_environment
+from toolbatch.sandbox._environment import ShellEnvMode, shell_environment
+from toolbatch.sandbox._options import SandboxMode, SandboxOptions
 from toolbatch.sandbox._process import SpawnThread
 
 __all__ = [
-    "SANDBOX_MODES",
     "WRITABLE_DEVICES",
     "LandlockProbe",
     "NamespacesProbe",
     "ProcessPolicy",
-    "SandboxMode",
-    "check_process_options",
     "open_process_policy",
+    "open_sandbox",
 ]
 
 log = structlog.get_logger("toolbatch.sandbox")
 
-SandboxMode: TypeAlias = Literal["workspace-write", "read-only", "off"]
-SANDBOX_MODES: Final[tuple[SandboxMode, ...]] = ("workspace-write", "read-only", "off")
 WRITABLE_DEVICES: Final = (
     "/dev/null",
     "/dev/zero",
@@ -293,77 +290,6 @@ class _ConfinedThread:
         self.executor.shutdown(wait=True)
 
 
-def _check_bool(name: str, value: object, flag: str) -> None:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name} must be True or False, got {value!r}; {flag}")
-
-
-def _check_env_name(option: str, name: object) -> None:
-    if not isinstance(name, str) or not name or "=" in name or "\0" in name:
-        raise ConfigError(
-            f"{option} holds {name!r}, not a variable name; give names such as 'CI' "
-            f"(without '=' or NUL)"
-        )
-
-
-def check_process_options(
-    *,
-    sandbox: object,
-    workspace_roots: object,
-    network: object,
-    private_tmp: object,
-    required: object,
-    shell_env: object,
-    shell_env_allow: object,
-    shell_env_set: object,
-) -> None:
-    """Check the sandbox and environment options; the messages name the value and the fix.
-
-    Raises:
-        ConfigError: an option is malformed.
-    """
-    if sandbox not in SANDBOX_MODES:
-        raise ConfigError(
-            f"sandbox must be 'workspace-write', 'read-only' or 'off', got {sandbox!r}"
-        )
-    if workspace_roots is not None:
-        if isinstance(workspace_roots, str | bytes | os.PathLike) or not isinstance(
-            workspace_roots, Sequence
-        ):
-            raise ConfigError(
-                f"workspace_roots must be a list of directories or None (the current "
-                f"directory), got {workspace_roots!r}; wrap a single path in a list"
-            )
-        for root in workspace_roots:
-            if not isinstance(root, str | os.PathLike) or not os.fspath(root):
-                raise ConfigError(
-                    f"workspace_roots holds {root!r}, not a directory path; give paths"
-                )
-    _check_bool("network", network, "True lets commands reach the network, False cuts it")
-    _check_bool("sandbox_private_tmp", private_tmp, "True gives commands a private temp dir")
-    _check_bool("sandbox_required", required, "True refuses commands without a sandbox")
-    if shell_env not in SHELL_ENV_MODES:
-        raise ConfigError(f"shell_env must be 'inherit', 'minimal' or 'none', got {shell_env!r}")
-    if isinstance(shell_env_allow, str | bytes) or not isinstance(shell_env_allow, Sequence):
-        raise ConfigError(
-            f"shell_env_allow must be a list of variable names or globs, got "
-            f"{shell_env_allow!r}; wrap a single name in a list"
-        )
-    for name in shell_env_allow:
-        _check_env_name("shell_env_allow", name)
-    if not isinstance(shell_env_set, Mapping):
-        raise ConfigError(
-            f"shell_env_set must map variable names to values, got {shell_env_set!r}; "
-            f"give a dict such as {{'CI': '1'}}"
-        )
-    for name, value in shell_env_set.items():
-        _check_env_name("shell_env_set", name)
-        if not isinstance(value, str) or "\0" in value:
-            raise ConfigError(
-                f"shell_env_set[{name!r}] must be a string without NUL, got {value!r}"
-            )
-
-
 def _directories(option: str, paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     resolved = []
     for raw in paths:
@@ -385,7 +311,6 @@ def _system_temp_dirs() -> list[Path]:
     return found
 
 
-@contextlib.contextmanager
 def open_process_policy(
     *,
     sandbox: SandboxMode = "workspace-write",
@@ -401,23 +326,16 @@ def open_process_policy(
     inherited_env: Mapping[str, str] | None = None,
     landlock_probe: LandlockProbe = _landlock.abi_version,
     namespaces_probe: NamespacesProbe = find_bubblewrap,
-) -> Iterator[ProcessPolicy]:
+) -> contextlib.AbstractContextManager[ProcessPolicy]:
     """Resolve the options once into a :class:`ProcessPolicy`; close it when done.
 
+    The keyword form of :func:`open_sandbox` (``private_tmp`` and ``required`` are
+    ``SandboxOptions.sandbox_private_tmp`` and ``sandbox_required``; the other options are
+    named as there).
+
     Args:
-        sandbox: ``"workspace-write"``, ``"read-only"`` or ``"off"`` (module docstring).
-        workspace_roots: where ``workspace-write`` commands may write (default: the current
-            directory); each must be an existing directory.
         writable_dirs: also writable in ``workspace-write``; those that do not exist yet are
             skipped.
-        protected_paths: kept read-only beneath the writable roots, beside
-            ``PROTECTED_NAMES`` in each workspace root.
-        network: ``True`` lets commands reach the network (default: off).
-        private_tmp: in ``workspace-write``, a private temp dir instead of the system's.
-        required: refuse every command when the sandbox cannot be fully enforced.
-        shell_env: ``"inherit"``, ``"minimal"`` or ``"none"`` (``toolbatch.sandbox._environment``).
-        shell_env_allow: variable names or globs kept from the agent's environment anyway.
-        shell_env_set: variables set for every command.
         inherited_env: the agent's environment (default ``os.environ``, read once here).
         landlock_probe: how the Landlock ABI is found (tests simulate other kernels).
         namespaces_probe: how ``bwrap`` is found and checked (tests simulate its absence).
@@ -425,17 +343,63 @@ def open_process_policy(
     Raises:
         ConfigError: an option is malformed or a workspace root is not a directory.
     """
-    overrides = dict(shell_env_set) if shell_env_set is not None else {}
-    check_process_options(
+    options = SandboxOptions(
         sandbox=sandbox,
         workspace_roots=workspace_roots,
         network=network,
-        private_tmp=private_tmp,
-        required=required,
+        protected_paths=protected_paths,
+        sandbox_private_tmp=private_tmp,
+        sandbox_required=required,
         shell_env=shell_env,
         shell_env_allow=shell_env_allow,
-        shell_env_set=overrides,
+        shell_env_set=dict(shell_env_set) if shell_env_set is not None else {},
     )
+    return open_sandbox(
+        options,
+        writable_dirs=writable_dirs,
+        inherited_env=inherited_env,
+        landlock_probe=landlock_probe,
+        namespaces_probe=namespaces_probe,
+    )
+
+
+@contextlib.contextmanager
+def open_sandbox(
+    options: SandboxOptions,
+    /,
+    *,
+    protected_paths: Sequence[str | os.PathLike[str]] | None = None,
+    writable_dirs: Sequence[str | os.PathLike[str]] = (),
+    inherited_env: Mapping[str, str] | None = None,
+    landlock_probe: LandlockProbe = _landlock.abi_version,
+    namespaces_probe: NamespacesProbe = find_bubblewrap,
+) -> Iterator[ProcessPolicy]:
+    """The :class:`ProcessPolicy` that ``options`` describe, resolved once; closed on exit.
+
+    Args:
+        options: the checked options (a ``SchedulerConfig`` is one).
+        protected_paths: the paths kept read-only beside ``PROTECTED_NAMES`` in each
+            workspace root (default: ``options.protected_paths``; a scheduler passes those
+            and the files the session itself reads or runs).
+        writable_dirs: also writable in ``workspace-write``; those that do not exist yet are
+            skipped.
+        inherited_env: the agent's environment (default ``os.environ``, read once here).
+        landlock_probe: how the Landlock ABI is found (tests simulate other kernels).
+        namespaces_probe: how ``bwrap`` is found and checked (tests simulate its absence).
+
+    Raises:
+        ConfigError: a workspace root is not a directory.
+    """
+    sandbox = options.sandbox
+    workspace_roots = options.workspace_roots
+    network = options.network
+    private_tmp = options.sandbox_private_tmp
+    required = options.sandbox_required
+    shell_env = options.shell_env
+    shell_env_allow = options.shell_env_allow
+    overrides = options.shell_env_set
+    if protected_paths is None:
+        protected_paths = options.protected_paths
     roots = _directories(
         "workspace root", workspace_roots if workspace_roots is not None else [Path.cwd()]
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, get_args
 
@@ -29,12 +29,8 @@ from toolbatch.hooks import (
     load_settings,
 )
 from toolbatch.permissions import PermissionMode, Permissions
-from toolbatch.producers import (
-    SandboxMode,
-    ShellEnvMode,
-    check_process_options,
-)
 from toolbatch.recorder import Recorder
+from toolbatch.sandbox import SandboxOptions
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_CEILING_S",
@@ -81,9 +77,15 @@ def _check_path(name: str, value: object) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SchedulerConfig:
+class SchedulerConfig(SandboxOptions):
     """How a ``ToolScheduler`` runs batches. Every value is checked here, at construction:
     a bad one raises ``ConfigError`` naming it and the fix.
+
+    The sandbox and environment of the shell's commands are the fields of
+    ``toolbatch.sandbox.SandboxOptions``, declared there once (the command line's flags
+    come from the same declaration): ``sandbox``, ``workspace_roots``, ``network``,
+    ``protected_paths``, ``sandbox_private_tmp``, ``sandbox_required``, ``shell_env``,
+    ``shell_env_allow`` and ``shell_env_set``.
 
     Attributes:
         batch_budget: the aggregate budget of model-facing text per batch, in code points:
@@ -116,25 +118,6 @@ class SchedulerConfig:
         lifecycle_tools: tools whose successful output is policy input, kept inline
             outside the budget (default ``{"enter_plan_mode"}``).
         session_id: passed to hooks and recorded.
-        sandbox: what the model's shell commands may write: ``"workspace-write"`` (the
-            workspace roots, the artifact directories and the system temp dir),
-            ``"read-only"`` (a private temp dir only) or ``"off"``; enforced with bubblewrap's
-            namespaces and Landlock (see ``toolbatch.producers.open_process_policy``).
-        workspace_roots: the directories ``workspace-write`` commands may write (``None``:
-            the current directory when the scheduler opens).
-        network: ``True`` lets the commands reach the network (default: off).
-        protected_paths: files and directories kept read-only from the commands, beside
-            ``.git``, ``.claude``, ``.mcp.json``, ``.vscode``, ``.codex`` and ``.toolbatch``
-            in every workspace root, the settings and MCP files, the hooks' and servers'
-            scripts and the artifact directories (``toolbatch.scheduler._protection``).
-        sandbox_private_tmp: ``workspace-write`` commands get a private temp dir instead of
-            the system's.
-        sandbox_required: refuse every shell command when the sandbox cannot be enforced
-            (default: say so once and run them unconfined).
-        shell_env: the commands' environment: ``"inherit"`` (the agent's, minus names
-            holding KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL), ``"minimal"`` or ``"none"``.
-        shell_env_allow: variable names or globs kept from the agent's environment anyway.
-        shell_env_set: variables set for every command.
     """
 
     batch_budget: Budget | float = DEFAULT_BATCH_BUDGET_CHARS
@@ -151,21 +134,14 @@ class SchedulerConfig:
     recorder: Recorder | None = None
     lifecycle_tools: Iterable[str] = field(default_factory=lambda: DEFAULT_LIFECYCLE_TOOLS)
     session_id: str | None = None
-    sandbox: SandboxMode = "workspace-write"
-    workspace_roots: Sequence[str | os.PathLike[str]] | None = None
-    network: bool = False
-    protected_paths: Sequence[str | os.PathLike[str]] = ()
-    sandbox_private_tmp: bool = False
-    sandbox_required: bool = False
-    shell_env: ShellEnvMode = "inherit"
-    shell_env_allow: Sequence[str] = ()
-    shell_env_set: Mapping[str, str] = field(default_factory=dict)
     _budget: Budget = field(default=None, init=False, repr=False, compare=False)
     _lifecycle: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
     _loaded: Settings = field(default_factory=Settings, init=False, repr=False, compare=False)
     _mcp_config: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Not super(): a slots dataclass is a new class, which zero-argument super() misses.
+        SandboxOptions.__post_init__(self)
         # Normalised once, here: the rest of toolbatch reads .budget and .lifecycle.
         object.__setattr__(self, "_budget", check_budget(self.batch_budget))
         object.__setattr__(self, "batch_budget", self._budget)
@@ -199,26 +175,6 @@ class SchedulerConfig:
                 f"recorder {self.recorder!r} has no record_turn method; use "
                 f"toolbatch.JsonlRecorder(path)"
             )
-        check_process_options(
-            sandbox=self.sandbox,
-            workspace_roots=self.workspace_roots,
-            network=self.network,
-            private_tmp=self.sandbox_private_tmp,
-            required=self.sandbox_required,
-            shell_env=self.shell_env,
-            shell_env_allow=self.shell_env_allow,
-            shell_env_set=self.shell_env_set,
-        )
-        if isinstance(self.protected_paths, str | bytes | os.PathLike) or not isinstance(
-            self.protected_paths, Sequence
-        ):
-            raise ConfigError(
-                f"protected_paths must be a list of paths, got {self.protected_paths!r}; wrap "
-                f"a single path in a list"
-            )
-        for path in self.protected_paths:
-            if not isinstance(path, str | os.PathLike) or not os.fspath(path):
-                raise ConfigError(f"protected_paths holds {path!r}, not a path; give paths")
         if self.mcp_startup_timeout is not None:
             _check_positive("mcp_startup_timeout", self.mcp_startup_timeout)
         if self.permission_mode is not None and self.permission_mode not in get_args(

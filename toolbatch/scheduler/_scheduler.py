@@ -36,8 +36,9 @@ from toolbatch.artifacts import ArtifactStore, artifact_session, new_session_id
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import Budget, check_budget
 from toolbatch.hooks import hook_input_chars
-from toolbatch.producers import ProcessPolicy, Producer, open_process_policy
+from toolbatch.producers import ProcessPolicy, Producer
 from toolbatch.recorder import Recorder
+from toolbatch.sandbox import open_sandbox
 from toolbatch.scheduler._completion import TurnCompleter, transcript_path
 from toolbatch.scheduler._config import (
     USE_CONFIG,
@@ -109,18 +110,11 @@ class ToolScheduler:
             self._store = self._make_store(stack)
             # The shell's sandbox and environment, resolved once for the session.
             self._policy = stack.enter_context(
-                open_process_policy(
-                    sandbox=self.config.sandbox,
-                    workspace_roots=self.config.workspace_roots,
+                open_sandbox(
+                    self.config,
                     protected_paths=session_protected_paths(
                         self.config, (self._store.root, self._store.fallback_dir)
                     ),
-                    network=self.config.network,
-                    private_tmp=self.config.sandbox_private_tmp,
-                    required=self.config.sandbox_required,
-                    shell_env=self.config.shell_env,
-                    shell_env_allow=self.config.shell_env_allow,
-                    shell_env_set=self.config.shell_env_set,
                 )
             )
             self._producers = self.registry.producers()

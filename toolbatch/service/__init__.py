@@ -1,6 +1,11 @@
-"""The stdio JSON-RPC service behind ``toolbatch serve``: toolbatch for agents in any language."""
+"""The stdio JSON-RPC service behind ``toolbatch serve``: toolbatch for agents in any language.
 
-from toolbatch.service._service import (
+The protocol and its validation (``_protocol``), the batch runner's side (``_batches``),
+the output and its backpressure (``_output``) and the stdio loop (``_service``).
+"""
+
+from toolbatch.service._batches import BatchBackend as BatchBackend, batch_result as batch_result
+from toolbatch.service._protocol import (
     INTERNAL_ERROR as INTERNAL_ERROR,
     INVALID_PARAMS as INVALID_PARAMS,
     INVALID_REQUEST as INVALID_REQUEST,
@@ -8,15 +13,12 @@ from toolbatch.service._service import (
     METHOD_NOT_FOUND as METHOD_NOT_FOUND,
     PARSE_ERROR as PARSE_ERROR,
     SERVICE_PROTOCOL_VERSION as SERVICE_PROTOCOL_VERSION,
-    BatchBackend as BatchBackend,
     BatchCallParams as BatchCallParams,
     BatchRunParams as BatchRunParams,
-    batch_result as batch_result,
     loads_json as loads_json,
     parse_batch as parse_batch,
-    serve,
-    serve_stdio as serve_stdio,
 )
+from toolbatch.service._service import serve, serve_stdio as serve_stdio
 
 __all__ = [
     "serve",

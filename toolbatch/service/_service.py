@@ -1,496 +1,73 @@
-"""The stdio JSON-RPC service behind ``toolbatch serve``: a tool runtime for any language.
-
-JSON-RPC 2.0, one message per line on stdin and stdout (like MCP and ACP stdio). Lines are
-framed on ``"\\n"`` only: U+2028 and U+2029 stay raw inside strings, so a reader must split on
-``"\\n"``, never with ``str.splitlines()``. Output lines are ``JSON.stringify``-compatible
-UTF-8 (see ``dumps_json_line``); each message is one whole line, written by one writer.
-
-Methods (params and results are JSON objects; field names are snake_case)::
-
-    initialize    params: anything (optional)
-                  result: {"protocol_version": 1, "server_info": {"name", "version"},
-                           "capabilities": {"batch_progress": true, "batch_cancel": true,
-                                            "concurrent_batches": true},
-                           "default_budget_chars": int | null}
-    tools/list    result: {"tools": [{"name", "description", "input_schema"}]}
-    batch/run     params: {"calls": [{"id": str, "name": str, "args": {...}}],
-                           "budget": int | null (optional)}
-                  result: {"responses": [{"call_id", "name", "status", "parts", "display"}],
-                           "parts": [<wire parts>],
-                           "stop_reason": str (only when a hook stopped the agent)}
-    batch/cancel  params: {"request_id": <the id of a batch/run request>}
-                  result: {"cancelled": bool}  (false: no such batch is running any more)
-    shutdown      result: {}; in-flight batches are cancelled and answered first, then the
-                  service answers and exits.
-
-``budget`` is in code points of model-facing text for that batch: a positive int, ``0`` to
-disable the budget, or ``null`` / absent for the service's default. ``parts`` are exactly
-what the model should receive (finalized against the budget, complete output persisted at
-most once); ``display`` is the rich user-facing value, not budgeted but bounded on the wire
-like every transport's display: a string is projected to 65,536 bytes of JSON (head and
-tail around a marker), and any other value whose JSON is larger becomes such a projected
-string of its JSON. Internal state such as ``persisted_output_files`` never reaches the
-wire.
-
-While a batch runs the service sends ``batch/progress`` notifications, every one before the
-batch's answer::
-
-    {"request_id": <batch/run id>, "call_id": str, "index": int, "status": str,
-     "message": str (only with "running", when the tool reports progress)}
-
-``status`` is ``queued`` (every call, when the batch starts), ``running`` (started, or a
-progress report; a call answered without running, such as an unknown tool, is started and
-finished at once), then the call's final status: ``success``, ``error``, ``cancelled``,
-``skipped`` or ``duplicate``. ``index`` is the call's position in ``calls`` (call ids need
-not be unique).
-
-Several ``batch/run`` requests may be in flight at once; each gets its own answer. A
-cancelled batch still answers, its unfinished calls with ``cancelled`` responses and no
-process left behind. ``batch/cancel`` and ``shutdown`` may also be sent as notifications
-(no ``id``). A notification (an object without ``id``) is never answered, not even
-with an error: a bad one is logged and dropped.
-
-Errors: ``-32700`` a line that is not JSON, ``-32600`` a message that is not a request
-(including JSON-RPC batch arrays, which are not supported), a ``batch/run`` id already in
-flight, a line longer than ``MAX_MESSAGE_BYTES`` (64 MiB; answered with id ``null``) or
-nested deeper than ``MAX_JSON_DEPTH`` (128 levels, ``toolbatch._core._json_limits``; answered under
-the request's id when it can be read without parsing, else ``null``), ``-32601`` an
-unknown method, ``-32602`` bad params, ``-32603`` an internal error.
-Each message names the problem and the fix. The service never dies of bad input.
-
-End of input: when stdin closes, batches in flight run to the end and answer, then the
-service exits. SIGTERM and SIGINT cancel them (they still answer), then it exits.
-
-Backpressure and memory. Output is queued for one writer task, whole lines as UTF-8 bytes
-packed into segments of up to ``WRITE_COALESCE_BYTES`` (1 MiB); each wake-up of the writer
-writes as much as the client takes, not ``PIPE_BUF`` (``NonBlockingOutput``: a pipe is
-written through a non-blocking description of its own, grown to 1 MiB, a socket with
-``MSG_DONTWAIT``; stdout's own blocking mode is left alone), so progress does not pile up
-while a large batch keeps the event loop busy. While more than
-``OUTPUT_HIGH_WATER_BYTES`` (8 MiB) wait to be written (the client stopped reading its
-stdout), the service reads no new request, so a client that stalls gets its own writes
-blocked instead of the service buffering without limit. Meanwhile progress reports that
-carry a ``message`` are dropped (a newer one follows); the ``queued``, ``running`` and
-final status notifications never are, so memory is bounded by the batches already in
-flight. A ``batch/run`` answer is not built whole: it is serialized ``STREAM_SLICE``
-(1,000) responses at a time as the writer reaches it, and what was written is released; a
-running batch keeps only its calls, not its parsed request. Output made as it is written
-counts toward the mark from the moment it is queued, by an estimate of its size
-(``QUEUED_LINE_BYTES`` per "queued" line; an answer ``ANSWER_BASE_BYTES`` plus
-``ANSWER_RESPONSE_BYTES`` per response plus twice its text), so a client that sends 30,000
-small requests and reads nothing stops being read once about 8 MiB of answers wait, instead
-of the service holding 30,000 answers. Input limits: a line of at
-most ``MAX_MESSAGE_BYTES`` (64 MiB) nested at most ``MAX_JSON_DEPTH`` (128) levels; either
-excess is a ``-32600`` for that line only.
+"""The stdio loop of ``toolbatch serve``: reads request lines, dispatches them, runs the
+batches in flight and stops them (the protocol: ``toolbatch.service._protocol``; the
+output and its backpressure: ``toolbatch.service._output``).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import signal
 import sys
 import threading
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeAlias
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final
 
 import anyio
 import anyio.from_thread
 import structlog
 from anyio.abc import TaskGroup
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import JsonValue
 
 from toolbatch._core import (
     ABSENT,
-    MAX_JSON_DEPTH,
-    BatchObserver,
     DescriptorIO,
     JsonTooDeep,
     LineSplitter,
     NonBlockingOutput,
     Oversized,
-    Part,
     ToolCall,
-    ToolCallResponse,
-    ToolDeclaration,
-    Turn,
-    check_json_depth,
-    parts_adapter,
     top_level_member,
-    trusted_call,
 )
 from toolbatch.errors import ConfigError
 from toolbatch.finalize import budget_from_wire
-from toolbatch.transports import (
-    HEADLESS_TOOL_RESULT_JSON_BYTES,
-    dumps_json_line,
-    project_json_string,
+from toolbatch.service._batches import (
+    ANSWER_BASE_BYTES,
+    ANSWER_RESPONSE_BYTES,
+    BatchBackend,
+    _BatchProgress,
+    _streamed_answer,
 )
+from toolbatch.service._output import OUTPUT_HIGH_WATER_BYTES, _Outbox, _write_loop
+from toolbatch.service._protocol import (
+    _METHODS,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    MAX_MESSAGE_BYTES,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SERVICE_PROTOCOL_VERSION,
+    IdKey,
+    _id_key,
+    _JsonRpcError,
+    _plain_batch,
+    _short,
+    _valid_id,
+    _validate,
+    loads_json,
+    parse_batch,
+)
+from toolbatch.transports import dumps_json_line
 
 __all__ = [
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "MAX_MESSAGE_BYTES",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "SERVICE_PROTOCOL_VERSION",
-    "BatchBackend",
-    "BatchCallParams",
-    "BatchRunParams",
-    "batch_result",
-    "loads_json",
-    "parse_batch",
     "serve",
     "serve_stdio",
 ]
 
 log = structlog.get_logger("toolbatch.service")
 
-SERVICE_PROTOCOL_VERSION: Final = 1
-"""The version of the method set above, reported by ``initialize``."""
-
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-
-SERVICE_DISPLAY_JSON_BYTES: Final = HEADLESS_TOOL_RESULT_JSON_BYTES
-"""The most a response's ``display`` takes on the wire, in UTF-8 bytes of its JSON."""
-SERVICE_MARKER: Final = "\n[... truncated for the stdio service ...]\n"
-MAX_MESSAGE_BYTES: Final = 64 * 2**20
-"""The longest request line accepted; a longer one is discarded and answered with -32600."""
-WRITE_COALESCE_BYTES: Final = 1 * 2**20
-"""Queued output lines are packed into segments of up to this many bytes, one write each."""
-OUTPUT_HIGH_WATER_BYTES: Final = 8 * 2**20
-"""Backpressure: while more than this is queued for stdout, no new request is read and
-progress reports with a message are dropped (status changes never are)."""
-QUEUED_LINE_BYTES: Final = 128
-"""What one "queued" progress line counts toward ``OUTPUT_HIGH_WATER_BYTES`` until written."""
-ANSWER_BASE_BYTES: Final = 1_024
-ANSWER_RESPONSE_BYTES: Final = 256
-"""A queued ``batch/run`` answer counts ``ANSWER_BASE_BYTES``, this much per response and
-twice its model-facing text (in ``responses`` and in ``parts``) until it is written."""
-STREAM_SLICE: Final = 1_000
-"""A ``batch/run`` answer is serialized this many responses (or parts) at a time."""
 SHUTDOWN_GRACE_S: Final = 30.0
 """How long cancelled batches get to stop their tools and answer before they are cut off."""
-
-_METHODS: Final = ("initialize", "tools/list", "batch/run", "batch/cancel", "shutdown")
-
-IdKey: TypeAlias = tuple[str, object]
-"""A request id made hashable without conflating 1 and "1" (1 and 1.0 are the same id)."""
-
-
-# -- the backend the service drives ------------------------------------------------------
-
-
-class BatchBackend(Protocol):
-    """What the service runs batches with; the CLI wires a ``ToolScheduler`` behind it."""
-
-    @property
-    def default_budget(self) -> int | None:
-        """The budget of a batch that gives none (``None``: no budget)."""
-        ...
-
-    async def wait_for_tools(self) -> Sequence[ToolDeclaration]:
-        """Every tool a batch may call, once the MCP servers have started or failed."""
-        ...
-
-    async def run_batch(
-        self,
-        calls: Sequence[ToolCall],
-        /,
-        *,
-        budget: int | None,
-        abort: anyio.Event,
-        observer: BatchObserver,
-    ) -> Turn:
-        """Run ``calls`` and return the turn finalized against ``budget`` (``None``: none)."""
-        ...
-
-
-# -- the batch/run params, shared with ``toolbatch run`` ------------------------------------
-
-
-class BatchCallParams(BaseModel):
-    """One call of a ``batch/run``: ``{"id": str, "name": str, "args": {...}}``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    id: str = Field(strict=True)
-    name: str = Field(strict=True)
-    args: dict[str, JsonValue] = Field(default_factory=dict)
-
-
-class BatchRunParams(BaseModel):
-    """The ``batch/run`` params: the calls and an optional budget.
-
-    ``budget``: code points of model-facing text for the batch; ``0`` disables the budget,
-    ``None`` (or leaving it out) means the runtime's default.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    calls: list[BatchCallParams]
-    budget: int | None = Field(default=None, strict=True, ge=0)
-
-    def tool_calls(self) -> list[ToolCall]:
-        """The calls as ``ToolCall``s, each with its position as ordinal."""
-        return [
-            ToolCall(id=call.id, name=call.name, args=call.args, ordinal=index)
-            for index, call in enumerate(self.calls)
-        ]
-
-    def resolve_budget(self, default: int | None) -> int | None:
-        """The budget to finalize with: this batch's, else ``default``; ``None`` disables."""
-        return budget_from_wire(self.budget, default)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
-
-
-def loads_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse one JSON document strictly (UTF-8; no NaN or Infinity; at most ``max_depth``
-    levels of arrays and objects, checked before parsing).
-
-    Raises:
-        JsonTooDeep: the document nests deeper than ``max_depth`` (a ``ValueError``).
-        ValueError: the text is not JSON; the message says where.
-    """
-    check_json_depth(data, max_depth)
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(
-                f"invalid UTF-8 at byte {exc.start} ({data[exc.start : exc.start + 1]!r})"
-            ) from None
-    try:
-        return json.loads(data, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
-
-
-def _describe(exc: ValidationError) -> str:
-    problems = []
-    for error in exc.errors(include_url=False)[:8]:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
-        where = where.lstrip(".") or "(document)"
-        given = error.get("input")
-        shown = "" if error["type"] == "missing" else f" (got {_short(given)})"
-        problems.append(f"{where}: {error['msg']}{shown}")
-    more = len(exc.errors()) - len(problems)
-    return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
-
-
-def _short(value: object, limit: int = 60) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def parse_batch(document: object) -> BatchRunParams:
-    """A batch from its JSON value: the ``batch/run`` params object or a bare list of calls.
-
-    Raises:
-        ConfigError: the value has the wrong shape; the message names each problem.
-    """
-    if isinstance(document, list):
-        document = {"calls": document}
-    elif not isinstance(document, dict):
-        raise ConfigError(
-            f'a batch is an object {{"calls": [...], "budget": ...}} or a list of calls '
-            f'{{"id", "name", "args"}}, got {_short(document)}'
-        )
-    try:
-        return BatchRunParams.model_validate(document)
-    except ValidationError as exc:
-        raise ConfigError(
-            f"invalid batch: {_describe(exc)}; each call is "
-            f'{{"id": str, "name": str, "args": {{...}}}} and budget is an int >= 0 or null'
-        ) from None
-
-
-_PLAIN_BATCH_KEYS: Final = frozenset({"calls", "budget"})
-_PLAIN_CALL_KEYS: Final = frozenset({"id", "name", "args"})
-
-
-def _plain_batch(params: dict[str, Any]) -> tuple[list[ToolCall], int | None] | None:
-    """The calls and budget of ``params`` when they plainly have the right shape, built
-    without a model per call; ``None`` sends the params through ``parse_batch``.
-
-    ``params`` comes from ``loads_json``, so every value is JSON already; what is left to
-    check is what ``BatchRunParams`` checks: the keys, string ids and names, object args
-    and a budget that is an int >= 0 or null. Anything else takes the validating path,
-    which names each problem. A 100,000-call request then costs its calls alone, not its
-    calls twice over (the params models and the ``ToolCall``s).
-    """
-    calls = params.get("calls")
-    budget = params.get("budget")
-    if not params.keys() <= _PLAIN_BATCH_KEYS or type(calls) is not list:
-        return None
-    if budget is not None and (type(budget) is not int or budget < 0):
-        return None
-    built: list[ToolCall] = []
-    names: dict[str, str] = {}  # one string per tool name, not one per call
-    for index, call in enumerate(calls):
-        if type(call) is not dict or not call.keys() <= _PLAIN_CALL_KEYS:
-            return None
-        call_id, name, args = call.get("id"), call.get("name"), call.get("args", {})
-        if type(call_id) is not str or type(name) is not str or type(args) is not dict:
-            return None
-        built.append(trusted_call(call_id, names.setdefault(name, name), args, index))
-    return built, budget
-
-
-def _dump_parts(parts: Sequence[Part]) -> list[JsonValue]:
-    dumped: list[JsonValue] = parts_adapter.dump_python(
-        list(parts), mode="json", by_alias=True, exclude_none=True
-    )
-    return dumped
-
-
-def bounded_display(display: JsonValue) -> JsonValue:
-    """``display`` within ``SERVICE_DISPLAY_JSON_BYTES`` of JSON on the wire."""
-    if isinstance(display, str):
-        return project_json_string(display, SERVICE_DISPLAY_JSON_BYTES, SERVICE_MARKER)
-    if display is None or isinstance(display, bool | int | float):
-        return display
-    rendered = json.dumps(display, ensure_ascii=False)
-    if len(rendered) * 6 <= SERVICE_DISPLAY_JSON_BYTES:
-        return display  # cannot be over the bound: no byte count needed
-    projected = project_json_string(rendered, SERVICE_DISPLAY_JSON_BYTES, SERVICE_MARKER)
-    return display if projected is rendered else projected
-
-
-def batch_result(turn: Turn) -> dict[str, JsonValue]:
-    """The ``batch/run`` result for a completed turn (never ``persisted_output_files``)."""
-    result: dict[str, JsonValue] = {
-        "responses": [
-            {
-                "call_id": response.call_id,
-                "name": response.name,
-                "status": response.status,
-                "parts": _dump_parts(response.parts),
-                "display": bounded_display(response.display),
-            }
-            for response in turn.responses
-        ],
-        "parts": _dump_parts(turn.parts),
-    }
-    if turn.stop_reason is not None:
-        result["stop_reason"] = turn.stop_reason
-    return result
-
-
-# -- the service -----------------------------------------------------------------------
-
-
-class _JsonRpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _valid_id(value: object) -> bool:
-    if value is None or isinstance(value, str):
-        return True
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-
-
-def _id_key(value: object) -> IdKey:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    kind = "number" if isinstance(value, int | float) else type(value).__name__
-    return (kind, value)
-
-
-def _validate(message: object) -> tuple[str, object, bool]:
-    """The method, the params and whether it is a request; raises ``_JsonRpcError``."""
-    if isinstance(message, list):
-        raise _JsonRpcError(
-            INVALID_REQUEST,
-            "JSON-RPC batches (arrays) are not supported; send one request object per line",
-        )
-    if not isinstance(message, dict):
-        raise _JsonRpcError(
-            INVALID_REQUEST, f"a request must be a JSON object, got {_short(message)}"
-        )
-    is_request = "id" in message
-    if is_request and not _valid_id(message["id"]):
-        raise _JsonRpcError(
-            INVALID_REQUEST,
-            f"id must be a string, a number or null, got {_short(message['id'])}",
-        )
-    if message.get("jsonrpc") != "2.0":
-        raise _JsonRpcError(
-            INVALID_REQUEST, f'"jsonrpc" must be "2.0", got {_short(message.get("jsonrpc"))}'
-        )
-    method = message.get("method")
-    if not isinstance(method, str):
-        raise _JsonRpcError(
-            INVALID_REQUEST,
-            f'"method" must be a string, got {_short(method)}; methods: {", ".join(_METHODS)}',
-        )
-    params = message.get("params")
-    if params is not None and not isinstance(params, dict | list):
-        raise _JsonRpcError(INVALID_REQUEST, f'"params" must be an object, got {_short(params)}')
-    return method, params, is_request
-
-
-class _BatchProgress:
-    """Turns one batch's observer events into ``batch/progress`` notifications."""
-
-    def __init__(self, service: _Service, request_id: object) -> None:
-        self._service = service
-        self._request_id = request_id
-
-    def _notify(self, call: ToolCall, status: str, message: str | None = None) -> None:
-        params: dict[str, JsonValue] = {
-            "request_id": self._request_id,  # type: ignore[dict-item]  # a checked id
-            "call_id": call.id,
-            "index": call.ordinal,
-            "status": status,
-        }
-        if message is not None:
-            params["message"] = message
-        self._service.notify("batch/progress", params, droppable=message is not None)
-
-    def queued(self, calls: Sequence[ToolCall]) -> None:
-        # One "queued" line per call, made as the writer gets to them: a 100,000-call
-        # batch does not queue 100,000 lines before its first call runs.
-        self._service.enqueue_stream(self._queued_lines(calls), QUEUED_LINE_BYTES * len(calls))
-
-    def _queued_lines(self, calls: Sequence[ToolCall]) -> Iterator[str]:
-        for call in calls:
-            params = {
-                "request_id": self._request_id,
-                "call_id": call.id,
-                "index": call.ordinal,
-                "status": "queued",
-            }
-            message = {"jsonrpc": "2.0", "method": "batch/progress", "params": params}
-            yield dumps_json_line(message) + "\n"
-
-    def call_started(self, call: ToolCall) -> None:
-        self._notify(call, "running")
-
-    def call_progress(self, call: ToolCall, message: str) -> None:
-        self._notify(call, "running", message)
-
-    def call_finished(self, call: ToolCall, response: ToolCallResponse) -> None:
-        self._notify(call, response.status)
 
 
 class _Service:
@@ -812,176 +389,6 @@ class _NoAnswer:
 
 
 _NO_ANSWER: Final = _NoAnswer()
-
-
-@dataclass(slots=True)
-class _Stream:
-    """Output made as it is written, and the bytes it counts toward the mark until then."""
-
-    pieces: Iterator[str]
-    size: int
-
-
-class _Outbox:
-    """The output waiting for the writer, in order: whole lines, packed as UTF-8 into
-    segments of up to ``WRITE_COALESCE_BYTES``, and output made as it is written
-    (``Iterator[str]``: the "queued" lines, a ``batch/run`` answer).
-
-    A queued line costs its bytes, not a string object and a queue slot of its own: the
-    running and finished notifications of a 100,000-call batch that wait behind a slow
-    reader take 130 bytes each, not 190. The writer takes a whole segment at a time, so a
-    segment is never added to once the writer has it, and it is released once written.
-    """
-
-    def __init__(self) -> None:
-        self._items: deque[bytearray | _Stream] = deque()
-        self._ready: anyio.Event | None = None
-        self._closed = False
-
-    def put_line(self, line: str) -> int:
-        """Queue one whole line; the bytes it adds (``0`` once the outbox is closed)."""
-        if self._closed:
-            return 0
-        data = line.encode("utf-8")
-        items = self._items
-        last = items[-1] if items else None
-        if isinstance(last, bytearray) and len(last) + len(data) <= WRITE_COALESCE_BYTES:
-            last += data
-        else:
-            items.append(bytearray(data))
-            self._wake()
-        return len(data)
-
-    def put_stream(self, pieces: Iterator[str], size: int) -> int:
-        """Queue output that is made as it is written (whole lines, in order), counted as
-        ``size`` bytes; the bytes it adds (``0`` once the outbox is closed)."""
-        if self._closed:
-            return 0
-        self._items.append(_Stream(pieces, size))
-        self._wake()
-        return size
-
-    def _wake(self) -> None:
-        if self._ready is not None:
-            self._ready.set()
-            self._ready = None
-
-    def close(self) -> None:
-        """No more output: ``get`` gives what is queued, then ``None``."""
-        self._closed = True
-        self._wake()
-
-    def abandon(self) -> None:
-        """The output is gone: drop what is queued and whatever comes."""
-        self._closed = True
-        self._items.clear()
-
-    async def get(self) -> bytearray | _Stream | None:
-        """The next segment or stream; ``None`` once closed and empty."""
-        while not self._items:
-            if self._closed:
-                return None
-            self._ready = anyio.Event()
-            await self._ready.wait()
-        return self._items.popleft()
-
-
-def _streamed_answer(request_id: object, turn: Turn) -> Iterator[str]:
-    """The ``batch/run`` answer line for ``turn``, in pieces, dropping what was written.
-
-    Byte for byte ``dumps_json_line({"jsonrpc", "id", "result": batch_result(turn)})``, but
-    never more than ``STREAM_SLICE`` responses' JSON at once: a 100,000-call answer does
-    not have to exist whole, as dicts, as a string and as bytes, before its first byte is
-    written. The responses it has written are released as it goes. Should serializing
-    fail half-way (it has a fallback for every value, so it should not), the torn line is
-    ended and a ``-32603`` error for the request follows on its own line.
-    """
-    pieces = _answer_pieces(request_id, turn)
-    del turn  # the pieces release each response once written; nothing else may hold them
-    try:
-        yield from pieces
-    except Exception as exc:
-        log.exception("service.answer_failed", request_id=request_id)
-        error = {"code": INTERNAL_ERROR, "message": f"the answer could not be written: {exc!r}"}
-        yield "\n" + dumps_json_line({"jsonrpc": "2.0", "id": request_id, "error": error}) + "\n"
-
-
-def _answer_pieces(request_id: object, turn: Turn) -> Iterator[str]:
-    responses: list[ToolCallResponse | None] = list(turn.responses)
-    parts = list(turn.parts)
-    stop_reason = turn.stop_reason
-    del turn
-    yield '{"jsonrpc":"2.0","id":' + dumps_json_line(request_id) + ',"result":{"responses":['  # type: ignore[arg-type]  # a checked id
-    for start in range(0, len(responses), STREAM_SLICE):
-        chunk: list[JsonValue] = []
-        for index in range(start, min(start + STREAM_SLICE, len(responses))):
-            response = responses[index]
-            assert response is not None
-            responses[index] = None
-            chunk.append(
-                {
-                    "call_id": response.call_id,
-                    "name": response.name,
-                    "status": response.status,
-                    "parts": _dump_parts(response.parts),
-                    "display": bounded_display(response.display),
-                }
-            )
-        yield ("," if start else "") + dumps_json_line(chunk)[1:-1]
-    yield '],"parts":['
-    for start in range(0, len(parts), STREAM_SLICE):
-        piece = dumps_json_line(_dump_parts(parts[start : start + STREAM_SLICE]))[1:-1]
-        yield ("," if start else "") + piece
-    tail = "]"
-    if stop_reason is not None:
-        tail += ',"stop_reason":' + dumps_json_line(stop_reason)
-    yield tail + "}}\n"
-
-
-async def _write_loop(outbox: _Outbox, output: NonBlockingOutput, service: _Service) -> None:
-    """Write what is queued, in order, until the outbox closes or the output fails.
-
-    Whatever queued up while the last write waited goes out in the next one: a segment
-    (up to ``WRITE_COALESCE_BYTES`` of whole lines) is one ``output.write``, which writes
-    as much per wake-up as the reader takes.
-    """
-    while True:
-        item = await outbox.get()
-        if item is None:
-            return
-        try:
-            if isinstance(item, bytearray):
-                try:
-                    await output.write(item)
-                finally:
-                    service.written(len(item))
-            else:
-                try:
-                    await _write_streamed(item.pieces, output.write)
-                finally:
-                    service.written(item.size)
-        except OSError as exc:
-            log.warning("service.output_closed", error=str(exc))
-            outbox.abandon()
-            service.stop()
-            return
-        del item  # released as written, not held while the next one is awaited
-
-
-async def _write_streamed(pieces: Iterator[str], write: Callable[[bytes], Awaitable[None]]) -> None:
-    """Write ``pieces`` in writes of about ``WRITE_COALESCE_BYTES``, as they are made."""
-    buffered: list[str] = []
-    size = 0
-    for piece in pieces:
-        buffered.append(piece)
-        size += len(piece)
-        if size >= WRITE_COALESCE_BYTES:
-            data = "".join(buffered).encode("utf-8")
-            buffered.clear()
-            size = 0
-            await write(data)
-    if buffered:
-        await write("".join(buffered).encode("utf-8"))
 
 
 async def serve(
