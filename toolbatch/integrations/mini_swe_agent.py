@@ -85,7 +85,8 @@ class ToolbatchEnvironmentConfig(LocalEnvironmentConfig):
         sandbox: ``"workspace-write"``, ``"read-only"`` or ``"off"``.
         workspace_roots: where ``workspace-write`` commands may write; ``None``: ``cwd``
             (else the current directory).
-        network: ``False`` denies commands TCP connect and bind.
+        network: ``True`` lets the commands reach the network (default: off, as toolbatch's
+            own default for ``workspace-write``).
         shell_env: ``"inherit"`` (minus secret-looking names), ``"minimal"`` or ``"none"``;
             ``env`` is set on top.
         settings: Claude Code settings files (hooks, permissions).
@@ -96,7 +97,7 @@ class ToolbatchEnvironmentConfig(LocalEnvironmentConfig):
     artifacts_dir: str | None = None
     sandbox: SandboxMode = "workspace-write"
     workspace_roots: list[str] | None = None
-    network: bool = True
+    network: bool = False
     shell_env: ShellEnvMode = "inherit"
     settings: tuple[str, ...] = ()
     record: str | None = None
