@@ -8,8 +8,8 @@ task, so calls (which run in the scheduler's tasks) never own the session.
 A call borrows the current generation. When the server exits or the connection breaks,
 the generation is lost: calls in flight get a clear error, and the next call asks the
 supervisor for a new generation and waits for it to be ready. A failed (re)start is
-reported to the calls waiting for it, and to every call for ``RESTART_BACKOFF_S`` after it,
-so a broken server is not respawned by every call of a batch.
+reported to the calls waiting for it, and to every call for the restart back-off after it
+(``DEFAULT_RESTART_BACKOFF_S``), so a broken server is not respawned by every call of a batch.
 
 Every generation lists the tools again (a restarted server may offer others), and so does a
 ``notifications/tools/list_changed`` from the server: the supervisor re-lists, never the
@@ -52,10 +52,15 @@ from toolbatch.producers.mcp._limits import (
     bounded_http_client_factory,
     oversized_failure_message,
 )
-from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
+from toolbatch.producers.mcp._stdio import (
+    DEFAULT_STDIN_CLOSE_GRACE_S,
+    StdioTransport,
+    open_stdio_transport,
+)
 from toolbatch.sandbox import ScriptPins
 
 __all__ = [
+    "DEFAULT_RESTART_BACKOFF_S",
     "DEFAULT_START_TIMEOUT_S",
     "CallFailure",
     "McpConnection",
@@ -66,8 +71,9 @@ log = structlog.get_logger("toolbatch.mcp")
 DEFAULT_START_TIMEOUT_S: Final = 30.0
 """How long a server has to answer ``initialize`` and ``tools/list`` (Claude Code's
 ``MCP_TIMEOUT`` default, 30,000 ms)."""
-RESTART_BACKOFF_S: Final = 2.0
-"""After a failed (re)start, calls fail fast with that failure for this long."""
+DEFAULT_RESTART_BACKOFF_S: Final = 2.0
+"""After a failed (re)start, calls fail fast with that failure for this long
+(``McpServers(restart_backoff_s=...)``)."""
 EXIT_REPORT_WAIT_S: Final = 3.0
 """How long a call whose server died waits for its exit status, to report it."""
 HTTP_CONNECT_TIMEOUT_S: Final = 30.0
@@ -132,6 +138,10 @@ class McpConnection:
             (every start, every ``notifications/tools/list_changed``).
         start_timeout_source: what set ``start_timeout_s``, for the message of a start-up
             that timed out (the entry's own ``startup_timeout_sec`` is named by itself).
+        restart_backoff_s: after a failed (re)start, calls get that failure for this long
+            before one of them tries again.
+        stdin_close_grace_s: how long a started stdio server may take to exit by itself
+            once its stdin is closed, before its process group is terminated.
     """
 
     def __init__(
@@ -144,6 +154,8 @@ class McpConnection:
         max_message_bytes: int,
         on_tools_changed: Callable[[str], None] | None = None,
         start_timeout_source: str = "the default",
+        restart_backoff_s: float = DEFAULT_RESTART_BACKOFF_S,
+        stdin_close_grace_s: float = DEFAULT_STDIN_CLOSE_GRACE_S,
     ) -> None:
         self.name = name
         self.config = config
@@ -154,6 +166,8 @@ class McpConnection:
             self.start_timeout_s = start_timeout_s
             self.start_timeout_source = start_timeout_source
         self.max_message_bytes = max_message_bytes
+        self.restart_backoff_s = restart_backoff_s
+        self.stdin_close_grace_s = stdin_close_grace_s
         self._on_tools_changed = on_tools_changed
         self._resolved: _Transport | None = None
         self.timeout_s: float = (
@@ -396,6 +410,7 @@ class McpConnection:
                 server=self.name,
                 max_message_bytes=self.max_message_bytes,
                 on_close=generation.lost.set,
+                stdin_close_grace_s=self.stdin_close_grace_s,
             ) as transport:
                 generation.transport = transport
                 async with self._session(
@@ -574,7 +589,10 @@ class McpConnection:
                 return self._unavailable("is not running: use it inside 'async with McpServers'")
             if generation.lost.is_set():
                 failed_at = generation.failed_at
-                if failed_at is not None and anyio.current_time() - failed_at < RESTART_BACKOFF_S:
+                if (
+                    failed_at is not None
+                    and anyio.current_time() - failed_at < self.restart_backoff_s
+                ):
                     return CallFailure(str(generation.failure), "mcp_server_unavailable")
                 log.info("mcp.server_restarting", server=self.name, generation=self._count + 1)
                 self.restarts += 1
