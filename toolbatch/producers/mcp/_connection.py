@@ -536,16 +536,27 @@ class McpConnection:
         progress: ProgressCallback | None = None,
     ) -> types.CallToolResult | CallFailure:
         """Call ``tool`` once; every failure comes back as a ``CallFailure``, never raised."""
-        acquired = await self._acquire()
-        if isinstance(acquired, CallFailure):
-            return acquired
-        generation = acquired
+        generation = self._generation
+        if (  # the server is up: no need to await ``_acquire``
+            generation is None
+            or generation.session is None
+            or generation.lost.is_set()
+            or self._closing
+        ):
+            acquired = await self._acquire()
+            if isinstance(acquired, CallFailure):
+                return acquired
+            generation = acquired
         session = generation.session
         assert session is not None
         on_progress = _progress_forwarder(progress) if progress is not None else None
+        started = anyio.current_time()
         try:
-            with anyio.move_on_after(timeout_s):
-                return await session.call_tool(tool, arguments, progress_callback=on_progress)
+            # The SDK's own request clock is the timeout (a scope of ours around it would
+            # cost a second one): it raises REQUEST_TIMEOUT and sends the server a cancel.
+            return await session.call_tool(
+                tool, arguments, read_timeout_seconds=timeout_s, progress_callback=on_progress
+            )
         except MCPError as exc:
             limit = self.max_message_bytes
             too_large = oversized_failure_message(
@@ -555,6 +566,13 @@ class McpConnection:
                 return CallFailure(too_large, "mcp_message_too_large")
             if exc.code == types.CONNECTION_CLOSED:
                 return await self._lost_during(generation, tool)
+            # The SDK's clock ran out (a server's own error with that code is its message).
+            if exc.code == types.REQUEST_TIMEOUT and anyio.current_time() - started >= timeout_s:
+                return CallFailure(
+                    f"MCP tool {tool!r} on server {self.name!r} did not finish within "
+                    f"{timeout_s:g} s; the call was cancelled",
+                    "timeout",
+                )
             return CallFailure(
                 f"MCP server {self.name!r} rejected the call to {tool!r}: {exc.message} "
                 f"(JSON-RPC error {exc.code})",
@@ -568,11 +586,6 @@ class McpConnection:
                 f"MCP server {self.name!r} returned an unusable result for {tool!r}: {exc}",
                 "mcp_error",
             )
-        return CallFailure(
-            f"MCP tool {tool!r} on server {self.name!r} did not finish within {timeout_s:g} s; "
-            f"the call was cancelled",
-            "timeout",
-        )
 
     async def ensure_running(self) -> str | None:
         """Start the server if it is down (within the back-off); ``None`` once it runs,

@@ -72,6 +72,7 @@ from toolbatch.producers.mcp._transform import (
     DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
     DEFAULT_PREVIEW_CHARS,
     transform_result,
+    transform_text_result,
 )
 from toolbatch.telemetry import trace_mcp_call
 
@@ -133,6 +134,9 @@ class McpToolProducer:
     ) -> None:
         self._connection = connection
         self._tool = tool
+        self._url = (
+            connection.config.url if isinstance(connection.config, HttpServerConfig) else None
+        )
         self._trigger_chars = trigger_chars
         self._preview_chars = preview_chars
         self._declaration = ToolDeclaration(
@@ -173,31 +177,27 @@ class McpToolProducer:
         if context.deadline is not None:
             persist_by = min(persist_by, context.deadline)
         connection = self._connection
-        url = connection.config.url if isinstance(connection.config, HttpServerConfig) else None
+        tool = self._tool.name
         traced = trace_mcp_call(
-            self.server,
-            self._tool.name,
-            url=url,
+            connection.name,
+            tool,
+            url=self._url,
             protocol_version=connection.protocol_version,
             session_id=connection.session_id,
         )
-        outcome = await self._connection.call_tool(
-            self._tool.name,
-            scrub_surrogates(dict(call.args)),
-            timeout_s=timeout_s,
-            progress=progress,
-        )
-        traced.finished(
-            outcome.type
-            if isinstance(outcome, CallFailure)
-            else "tool_error"
-            if outcome.is_error
-            else None
+        outcome = await connection.call_tool(
+            tool, scrub_surrogates(dict(call.args)), timeout_s=timeout_s, progress=progress
         )
         if isinstance(outcome, CallFailure):
-            context.log.info("mcp.call_failed", server=self.server, reason=outcome.type)
+            traced.finished(outcome.type)
+            context.log.info("mcp.call_failed", server=connection.name, reason=outcome.type)
             failed = ToolResult.failure(outcome.message, type=outcome.type)
             return failed.model_copy(update={"persisted_output_files": ()})
+        traced.finished("tool_error" if outcome.is_error else None)
+        # Most results are one short text: converted without another coroutine.
+        plain = transform_text_result(outcome, trigger_chars=self._trigger_chars)
+        if plain is not None:
+            return plain
         return await transform_result(
             outcome,
             call=call,
