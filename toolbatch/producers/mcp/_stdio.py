@@ -29,7 +29,8 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from types import TracebackType
+from typing import Any, Final, Self
 
 import anyio
 import anyio.abc
@@ -89,6 +90,46 @@ def shutdown_s(stdin_close_grace_s: float) -> float:
 
 
 _PIPE_ENDED: Final = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
+
+
+@dataclass(slots=True, eq=False)
+class QueueToStdin:
+    """The session's end of the queue to the server's stdin (the SDK's write stream).
+
+    The queue is unbounded, so a send never waits: it hands the message over at once,
+    where a memory stream's ``send`` first yields a turn of the event loop. A request then
+    reaches the server one turn sooner (the stdin pump writes it on the next turn).
+    """
+
+    stream: MemoryObjectSendStream[SessionMessage]
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Queue ``item`` for the server's stdin.
+
+        Raises:
+            anyio.ClosedResourceError: the transport is closed.
+            anyio.BrokenResourceError: the stdin pump has stopped.
+        """
+        self.stream.send_nowait(item)
+
+    def close(self) -> None:
+        """End the queue: the pump writes what is queued, then stops."""
+        self.stream.close()
+
+    async def aclose(self) -> None:
+        """``close()``."""
+        self.stream.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.stream.close()
 
 
 def server_environment(
@@ -217,7 +258,7 @@ class StdioTransport:
     """
 
     read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write_stream: MemoryObjectSendStream[SessionMessage]
+    write_stream: QueueToStdin
     process: anyio.abc.Process
     server: str
     max_message_bytes: int
@@ -279,7 +320,14 @@ class StdioTransport:
                             # Handed over, not kept: decoding releases the bytes once parsed.
                             holder = [line]
                             del line
-                            await send.send(_decode_taken(holder))
+                            message = _decode_taken(holder)
+                            try:
+                                # The session waits for it: handed over without the turn
+                                # of the loop that ``send`` yields first.
+                                send.send_nowait(message)
+                            except anyio.WouldBlock:
+                                await send.send(message)
+                            del message
                     if start < len(chunk):
                         pending += memoryview(chunk)[start:] if start else chunk
                         if len(pending) > self.max_message_bytes:
@@ -416,7 +464,7 @@ async def open_stdio_transport(
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](float("inf"))
     transport = StdioTransport(
         read_stream=read_receive,
-        write_stream=write_send,
+        write_stream=QueueToStdin(write_send),
         process=process,
         server=server,
         max_message_bytes=max_message_bytes,
