@@ -27,6 +27,8 @@ from toolbatch.producers.mcp import McpServers, load_mcp_config
 
 TEST_SERVER = Path(__file__).resolve().parents[2] / "mcp_server" / "server.py"
 START_WAIT_S = 60.0
+SHORT_WAITS: dict[str, float] = {"restart_backoff_s": 0.5, "stdin_close_grace_s": 0.3}
+"""The restart back-off and stdin-close grace the tests run with (the defaults are 2 s each)."""
 
 
 def stdio_entry(**extra: Any) -> dict[str, Any]:
@@ -46,8 +48,9 @@ def free_port() -> int:
 def running(
     portal: BlockingPortal, servers: dict[str, Any], **options: Any
 ) -> Iterator[McpServers]:
-    """``McpServers`` for ``{"mcpServers": servers}``, entered on the portal's loop."""
-    manager = McpServers(load_mcp_config({"mcpServers": servers}), **options)
+    """``McpServers`` for ``{"mcpServers": servers}``, entered on the portal's loop, with
+    ``SHORT_WAITS`` unless ``options`` say otherwise."""
+    manager = McpServers(load_mcp_config({"mcpServers": servers}), **{**SHORT_WAITS, **options})
     with portal.wrap_async_context_manager(manager) as entered:
         yield entered
 

@@ -11,11 +11,19 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.producers.mcp._support import TEST_SERVER, free_port
-from toolbatch import SchedulerConfig, ToolCall, ToolScheduler, Turn, default_registry
+from tests.producers.mcp._support import SHORT_WAITS, TEST_SERVER, free_port, model_response
+from toolbatch import (
+    SchedulerConfig,
+    ToolCall,
+    ToolResult,
+    ToolScheduler,
+    Turn,
+    default_registry,
+)
 from toolbatch._core._wire import FunctionResponsePart
 from toolbatch.errors import ConfigError
-from toolbatch.producers.mcp._connection import RESTART_BACKOFF_S
+from toolbatch.producers import ProducerContext
+from toolbatch.producers.mcp import McpServers, load_mcp_config
 
 GOOD = {"command": sys.executable, "args": [str(TEST_SERVER)]}
 MUTE = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
@@ -109,8 +117,6 @@ async def test_a_server_that_never_started_is_killed_at_once(tmp_path: Path) -> 
 def test_a_bad_mcp_timeout_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """MCP_TIMEOUT that is not a number of milliseconds names itself and the fix."""
     monkeypatch.setenv("MCP_TIMEOUT", "30s")
-    from toolbatch.producers.mcp import McpServers, load_mcp_config
-
     with pytest.raises(ConfigError, match="MCP_TIMEOUT must be a positive number of milliseconds"):
         McpServers(load_mcp_config({"mcpServers": {}}))
 
@@ -198,14 +204,34 @@ async def test_a_server_that_failed_to_start_is_tried_again_by_a_later_call(
     script = f"import os, sys; os.path.exists({str(gate)!r}) or sys.exit(4); " + (
         f"sys.argv = ['server']; exec(open({str(TEST_SERVER)!r}).read())"
     )
-    gated = {"command": sys.executable, "args": ["-c", script]}
-    config = SchedulerConfig(mcp_servers={"mcpServers": {"gated": gated}}, artifacts_dir=tmp_path)
+    document = {"mcpServers": {"gated": {"command": sys.executable, "args": ["-c", script]}}}
     call = ToolCall(id="c", name="mcp__gated__echo", args={"text": "hello"})
-    async with ToolScheduler(default_registry(), config) as scheduler:
-        first = await scheduler.run_batch([call])
-        assert "exited during start-up with exit code 4" in answer(first)["error"]
+    # What ToolScheduler opens (wait_for_start=False, calls looked up by name), with a short
+    # back-off instead of the default 2 s.
+    servers = McpServers(load_mcp_config(document), wait_for_start=False, **SHORT_WAITS)
+    async with servers:
+        await servers.wait_started()
+        first = await run_looked_up(servers, call)
+        assert first.error is not None
+        assert "exited during start-up with exit code 4" in first.error.message
         gate.touch()
-        await anyio.sleep(RESTART_BACKOFF_S)  # the back-off is a duration: nothing to wait on
-        second = await scheduler.run_batch([call])
-        assert answer(second) == {"output": "hello"}
-        assert "mcp__gated__echo" in {d.name for d in scheduler.declarations()}
+        await anyio.sleep(SHORT_WAITS["restart_backoff_s"])  # a duration: nothing to wait on
+        second = await run_looked_up(servers, call)
+        assert model_response("e", second) == {"output": "hello"}
+        assert "mcp__gated__echo" in {p.declaration.name for p in servers.producers()}
+
+
+async def run_looked_up(servers: McpServers, call: ToolCall) -> ToolResult:
+    """Run ``call`` through whatever ``servers.lookup`` answers, as the scheduler does."""
+    producer = servers.lookup(call.name)
+    assert producer is not None
+    return await producer.run(call, ProducerContext())
+
+
+@pytest.mark.parametrize("option", ["restart_backoff_s", "stdin_close_grace_s"])
+@pytest.mark.parametrize("value", [-1, float("inf"), float("nan"), "2", True])
+def test_a_bad_wait_is_a_config_error_naming_it(option: str, value: object) -> None:
+    """The back-off and the grace take seconds, 0 or more; anything else names the fix."""
+    with pytest.raises(ConfigError, match=f"{option} must be a finite number of seconds") as e:
+        McpServers(load_mcp_config({"mcpServers": {}}), **{option: value})
+    assert repr(value) in str(e.value)

@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 from anyio.from_thread import BlockingPortal
 
-from tests.producers.mcp._support import HttpServer, free_port, model_response, run, running
+from tests.producers.mcp._support import (
+    SHORT_WAITS,
+    HttpServer,
+    free_port,
+    model_response,
+    run,
+    running,
+)
 from toolbatch import ArtifactStore, InlineDataPart
 from toolbatch.producers.mcp import McpServers
-from toolbatch.producers.mcp._connection import RESTART_BACKOFF_S
 
 START_WAIT_S = 60.0
 
@@ -88,6 +94,6 @@ def test_a_server_that_goes_away_fails_the_call_and_is_reconnected_later(
     http_server.start()
     # If the lost call already tried to reconnect (and failed), calls within the back-off
     # get that failure; the back-off is a duration, so it is waited out.
-    time.sleep(RESTART_BACKOFF_S)
+    time.sleep(SHORT_WAITS["restart_backoff_s"])
     back = run(portal, servers, "mcp__web__echo", {"text": "reconnected"}, timeout_s=20)
     assert model_response("e", back) == {"output": "reconnected"}

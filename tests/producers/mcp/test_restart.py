@@ -13,6 +13,7 @@ from anyio.from_thread import BlockingPortal
 
 from tests.processes import alive
 from tests.producers.mcp._support import (
+    SHORT_WAITS,
     TEST_SERVER,
     call_tool,
     model_response,
@@ -22,7 +23,6 @@ from tests.producers.mcp._support import (
 )
 from toolbatch import ToolResult
 from toolbatch.producers.mcp import McpServers
-from toolbatch.producers.mcp._connection import RESTART_BACKOFF_S
 
 # Starts the test server unless the marker file (argv[1]) exists; then exits with 7.
 GATED_SERVER = (
@@ -130,14 +130,14 @@ def test_a_failed_restart_is_reported_and_retried_after_a_pause(
         assert refused.error.type == "mcp_server_unavailable"
         assert "exit code 7" in refused.error.message
         assert "gate closed" in refused.error.message  # start-up stderr helps the user
-        started = time.monotonic()
+        restarts = servers.connection("gated").restarts
         again = run(portal, servers, "mcp__gated__echo", {"text": "x"})
-        assert time.monotonic() - started < 0.5  # no respawn within the back-off
+        assert servers.connection("gated").restarts == restarts  # no respawn in the back-off
         assert again.error is not None
         assert again.error.message == refused.error.message
     finally:
         marker.unlink()
-    time.sleep(RESTART_BACKOFF_S)  # the back-off is a duration: nothing to wait on
+    time.sleep(SHORT_WAITS["restart_backoff_s"])  # a duration: nothing to wait on
     back = run(portal, servers, "mcp__gated__echo", {"text": "open"})
     assert model_response("e", back) == {"output": "open"}
 
@@ -198,3 +198,28 @@ def test_an_oversized_message_closes_the_connection_and_the_next_call_restarts(
     assert "2,000,000-byte limit" in result.error.message
     small = run(portal, servers, "mcp__crashy__big_text", {"n_chars": 1_000})
     assert len(model_response("s", small)["output"]) == 1_000
+
+
+# The test server, but it lingers for 30 s after its stdin closes instead of exiting.
+LINGERING_SERVER = (
+    "import os, runpy, sys, time\n"
+    "os._exit = lambda code: time.sleep(30)\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+def test_a_server_that_lingers_after_stdin_closes_gets_the_grace_then_is_terminated(
+    portal: BlockingPortal,
+) -> None:
+    """Leaving closes stdin, waits ``stdin_close_grace_s`` for the server, then ends it."""
+    grace_s = 0.4
+    entry = {"command": sys.executable, "args": ["-c", LINGERING_SERVER, str(TEST_SERVER)]}
+    with running(portal, {"slow": entry}, stdin_close_grace_s=grace_s) as servers:
+        assert model_response("e", run(portal, servers, "mcp__slow__echo", {"text": "x"}))
+        pid = servers.connection("slow").pid
+        assert pid is not None
+        started = time.monotonic()
+    took = time.monotonic() - started
+    assert not alive(pid)
+    assert grace_s <= took < grace_s + 1.5

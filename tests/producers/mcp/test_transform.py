@@ -8,7 +8,9 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
+from hypothesis import given, settings, strategies as st
 
+from tests.strategies import scaled
 from toolbatch import (
     ArtifactStore,
     FunctionResponsePart,
@@ -45,6 +47,34 @@ async def test_text_parts_become_the_output_and_nothing_is_persisted() -> None:
     assert output_of(result) == {"output": "first\nsecond"}
     assert result.persisted_output_files is None
     assert result.display == {"text": "first\nsecond"}
+
+
+@settings(max_examples=scaled(100), deadline=None)
+@given(
+    texts=st.lists(st.text(max_size=40), min_size=1, max_size=3),
+    structured=st.none() | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+async def test_any_text_within_the_trigger_is_the_output_whole_in_either_shape(
+    texts: list[str], structured: dict[str, int] | None
+) -> None:
+    """One part (converted without awaiting) or several: the model gets the parts joined by
+    newlines, the display the same text and the structured content, and nothing is
+    persisted."""
+    result = await transform_result(
+        types.CallToolResult(content=[text(t) for t in texts], structured_content=structured),
+        call=CALL,
+        store=None,
+        trigger_chars=40,
+    )
+    joined = "\n".join(texts)
+    assert output_of(result) == {"output": joined}
+    expected_display: dict[str, object] = {"text": joined}
+    if structured is not None:
+        expected_display["structuredContent"] = structured
+    assert result.display == expected_display
+    assert result.error is None
+    assert result.persisted_output_files is None
+    assert result.preview is None
 
 
 async def test_media_become_inline_data_untouched_after_the_response() -> None:

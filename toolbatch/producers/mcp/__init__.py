@@ -17,6 +17,7 @@ from toolbatch.producers.mcp._config import (
     merge_mcp_configs as merge_mcp_configs,
 )
 from toolbatch.producers.mcp._connection import (
+    DEFAULT_RESTART_BACKOFF_S as DEFAULT_RESTART_BACKOFF_S,
     DEFAULT_START_TIMEOUT_S as DEFAULT_START_TIMEOUT_S,
     McpConnection as McpConnection,
 )
@@ -35,6 +36,7 @@ from toolbatch.producers.mcp._servers import (
 from toolbatch.producers.mcp._stdio import (
     DEFAULT_INHERITED_ENV_VARS,
     DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_STDIN_CLOSE_GRACE_S as DEFAULT_STDIN_CLOSE_GRACE_S,
     StdioTransport as StdioTransport,
     open_stdio_transport as open_stdio_transport,
     server_environment as server_environment,

@@ -8,8 +8,8 @@ task, so calls (which run in the scheduler's tasks) never own the session.
 A call borrows the current generation. When the server exits or the connection breaks,
 the generation is lost: calls in flight get a clear error, and the next call asks the
 supervisor for a new generation and waits for it to be ready. A failed (re)start is
-reported to the calls waiting for it, and to every call for ``RESTART_BACKOFF_S`` after it,
-so a broken server is not respawned by every call of a batch.
+reported to the calls waiting for it, and to every call for the restart back-off after it
+(``DEFAULT_RESTART_BACKOFF_S``), so a broken server is not respawned by every call of a batch.
 
 Every generation lists the tools again (a restarted server may offer others), and so does a
 ``notifications/tools/list_changed`` from the server: the supervisor re-lists, never the
@@ -52,10 +52,15 @@ from toolbatch.producers.mcp._limits import (
     bounded_http_client_factory,
     oversized_failure_message,
 )
-from toolbatch.producers.mcp._stdio import StdioTransport, open_stdio_transport
+from toolbatch.producers.mcp._stdio import (
+    DEFAULT_STDIN_CLOSE_GRACE_S,
+    StdioTransport,
+    open_stdio_transport,
+)
 from toolbatch.sandbox import ScriptPins
 
 __all__ = [
+    "DEFAULT_RESTART_BACKOFF_S",
     "DEFAULT_START_TIMEOUT_S",
     "CallFailure",
     "McpConnection",
@@ -66,8 +71,9 @@ log = structlog.get_logger("toolbatch.mcp")
 DEFAULT_START_TIMEOUT_S: Final = 30.0
 """How long a server has to answer ``initialize`` and ``tools/list`` (Claude Code's
 ``MCP_TIMEOUT`` default, 30,000 ms)."""
-RESTART_BACKOFF_S: Final = 2.0
-"""After a failed (re)start, calls fail fast with that failure for this long."""
+DEFAULT_RESTART_BACKOFF_S: Final = 2.0
+"""After a failed (re)start, calls fail fast with that failure for this long
+(``McpServers(restart_backoff_s=...)``)."""
 EXIT_REPORT_WAIT_S: Final = 3.0
 """How long a call whose server died waits for its exit status, to report it."""
 HTTP_CONNECT_TIMEOUT_S: Final = 30.0
@@ -132,6 +138,10 @@ class McpConnection:
             (every start, every ``notifications/tools/list_changed``).
         start_timeout_source: what set ``start_timeout_s``, for the message of a start-up
             that timed out (the entry's own ``startup_timeout_sec`` is named by itself).
+        restart_backoff_s: after a failed (re)start, calls get that failure for this long
+            before one of them tries again.
+        stdin_close_grace_s: how long a started stdio server may take to exit by itself
+            once its stdin is closed, before its process group is terminated.
     """
 
     def __init__(
@@ -144,6 +154,8 @@ class McpConnection:
         max_message_bytes: int,
         on_tools_changed: Callable[[str], None] | None = None,
         start_timeout_source: str = "the default",
+        restart_backoff_s: float = DEFAULT_RESTART_BACKOFF_S,
+        stdin_close_grace_s: float = DEFAULT_STDIN_CLOSE_GRACE_S,
     ) -> None:
         self.name = name
         self.config = config
@@ -154,6 +166,8 @@ class McpConnection:
             self.start_timeout_s = start_timeout_s
             self.start_timeout_source = start_timeout_source
         self.max_message_bytes = max_message_bytes
+        self.restart_backoff_s = restart_backoff_s
+        self.stdin_close_grace_s = stdin_close_grace_s
         self._on_tools_changed = on_tools_changed
         self._resolved: _Transport | None = None
         self.timeout_s: float = (
@@ -396,6 +410,7 @@ class McpConnection:
                 server=self.name,
                 max_message_bytes=self.max_message_bytes,
                 on_close=generation.lost.set,
+                stdin_close_grace_s=self.stdin_close_grace_s,
             ) as transport:
                 generation.transport = transport
                 async with self._session(
@@ -521,16 +536,27 @@ class McpConnection:
         progress: ProgressCallback | None = None,
     ) -> types.CallToolResult | CallFailure:
         """Call ``tool`` once; every failure comes back as a ``CallFailure``, never raised."""
-        acquired = await self._acquire()
-        if isinstance(acquired, CallFailure):
-            return acquired
-        generation = acquired
+        generation = self._generation
+        if (  # the server is up: no need to await ``_acquire``
+            generation is None
+            or generation.session is None
+            or generation.lost.is_set()
+            or self._closing
+        ):
+            acquired = await self._acquire()
+            if isinstance(acquired, CallFailure):
+                return acquired
+            generation = acquired
         session = generation.session
         assert session is not None
         on_progress = _progress_forwarder(progress) if progress is not None else None
+        started = anyio.current_time()
         try:
-            with anyio.move_on_after(timeout_s):
-                return await session.call_tool(tool, arguments, progress_callback=on_progress)
+            # The SDK's own request clock is the timeout (a scope of ours around it would
+            # cost a second one): it raises REQUEST_TIMEOUT and sends the server a cancel.
+            return await session.call_tool(
+                tool, arguments, read_timeout_seconds=timeout_s, progress_callback=on_progress
+            )
         except MCPError as exc:
             limit = self.max_message_bytes
             too_large = oversized_failure_message(
@@ -540,6 +566,13 @@ class McpConnection:
                 return CallFailure(too_large, "mcp_message_too_large")
             if exc.code == types.CONNECTION_CLOSED:
                 return await self._lost_during(generation, tool)
+            # The SDK's clock ran out (a server's own error with that code is its message).
+            if exc.code == types.REQUEST_TIMEOUT and anyio.current_time() - started >= timeout_s:
+                return CallFailure(
+                    f"MCP tool {tool!r} on server {self.name!r} did not finish within "
+                    f"{timeout_s:g} s; the call was cancelled",
+                    "timeout",
+                )
             return CallFailure(
                 f"MCP server {self.name!r} rejected the call to {tool!r}: {exc.message} "
                 f"(JSON-RPC error {exc.code})",
@@ -553,11 +586,6 @@ class McpConnection:
                 f"MCP server {self.name!r} returned an unusable result for {tool!r}: {exc}",
                 "mcp_error",
             )
-        return CallFailure(
-            f"MCP tool {tool!r} on server {self.name!r} did not finish within {timeout_s:g} s; "
-            f"the call was cancelled",
-            "timeout",
-        )
 
     async def ensure_running(self) -> str | None:
         """Start the server if it is down (within the back-off); ``None`` once it runs,
@@ -574,7 +602,10 @@ class McpConnection:
                 return self._unavailable("is not running: use it inside 'async with McpServers'")
             if generation.lost.is_set():
                 failed_at = generation.failed_at
-                if failed_at is not None and anyio.current_time() - failed_at < RESTART_BACKOFF_S:
+                if (
+                    failed_at is not None
+                    and anyio.current_time() - failed_at < self.restart_backoff_s
+                ):
                     return CallFailure(str(generation.failure), "mcp_server_unavailable")
                 log.info("mcp.server_restarting", server=self.name, generation=self._count + 1)
                 self.restarts += 1

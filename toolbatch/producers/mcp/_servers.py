@@ -15,7 +15,7 @@ server: stdin is closed, then the whole process group is terminated.
 
 A call to a tool of a failed server does not meet "unknown tool": ``lookup`` answers every
 ``mcp__<server>__...`` name of a configured server. For a server that failed to start the
-call first asks for a restart (at most one per ``RESTART_BACKOFF_S``); if the server comes
+call first asks for a restart (at most one per ``restart_backoff_s``); if the server comes
 up and offers the tool, the call runs, else it gets the server's failure (start-up
 timeout, exit code and stderr tail, connection refused). A tool the config filters out
 (``includeTools`` / ``excludeTools``) or one that requires MCP tasks
@@ -57,16 +57,22 @@ from toolbatch.producers._base import (
 )
 from toolbatch.producers.mcp._config import HttpServerConfig, McpConfig
 from toolbatch.producers.mcp._connection import (
+    DEFAULT_RESTART_BACKOFF_S,
     DEFAULT_START_TIMEOUT_S,
     CallFailure,
     McpConnection,
 )
 from toolbatch.producers.mcp._scrub import scrub_surrogates
-from toolbatch.producers.mcp._stdio import DEFAULT_MAX_MESSAGE_BYTES, SHUTDOWN_S
+from toolbatch.producers.mcp._stdio import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_STDIN_CLOSE_GRACE_S,
+    shutdown_s,
+)
 from toolbatch.producers.mcp._transform import (
     DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
     DEFAULT_PREVIEW_CHARS,
     transform_result,
+    transform_text_result,
 )
 from toolbatch.telemetry import trace_mcp_call
 
@@ -128,6 +134,9 @@ class McpToolProducer:
     ) -> None:
         self._connection = connection
         self._tool = tool
+        self._url = (
+            connection.config.url if isinstance(connection.config, HttpServerConfig) else None
+        )
         self._trigger_chars = trigger_chars
         self._preview_chars = preview_chars
         self._declaration = ToolDeclaration(
@@ -168,31 +177,27 @@ class McpToolProducer:
         if context.deadline is not None:
             persist_by = min(persist_by, context.deadline)
         connection = self._connection
-        url = connection.config.url if isinstance(connection.config, HttpServerConfig) else None
+        tool = self._tool.name
         traced = trace_mcp_call(
-            self.server,
-            self._tool.name,
-            url=url,
+            connection.name,
+            tool,
+            url=self._url,
             protocol_version=connection.protocol_version,
             session_id=connection.session_id,
         )
-        outcome = await self._connection.call_tool(
-            self._tool.name,
-            scrub_surrogates(dict(call.args)),
-            timeout_s=timeout_s,
-            progress=progress,
-        )
-        traced.finished(
-            outcome.type
-            if isinstance(outcome, CallFailure)
-            else "tool_error"
-            if outcome.is_error
-            else None
+        outcome = await connection.call_tool(
+            tool, scrub_surrogates(dict(call.args)), timeout_s=timeout_s, progress=progress
         )
         if isinstance(outcome, CallFailure):
-            context.log.info("mcp.call_failed", server=self.server, reason=outcome.type)
+            traced.finished(outcome.type)
+            context.log.info("mcp.call_failed", server=connection.name, reason=outcome.type)
             failed = ToolResult.failure(outcome.message, type=outcome.type)
             return failed.model_copy(update={"persisted_output_files": ()})
+        traced.finished("tool_error" if outcome.is_error else None)
+        # Most results are one short text: converted without another coroutine.
+        plain = transform_text_result(outcome, trigger_chars=self._trigger_chars)
+        if plain is not None:
+            return plain
         return await transform_result(
             outcome,
             call=call,
@@ -261,6 +266,14 @@ def _check_positive(option: str, value: float, unit: str) -> None:
         raise ConfigError(f"{option} must be finite, got {value!r}")
 
 
+def _check_seconds(option: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ConfigError(
+            f"{option} must be a finite number of seconds, 0 or more, got {value!r}; "
+            f"leave it out for the default"
+        )
+
+
 class McpServers:
     """Every server of an ``McpConfig``, as an async context manager (see module docstring).
 
@@ -278,6 +291,11 @@ class McpServers:
             what ``ToolScheduler`` does): each server's tools appear when it is ready, a
             call to a server still starting waits for that server only (``lookup``),
             and ``wait_started()`` waits for them all.
+        restart_backoff_s: after a server's (re)start failed, calls to it get that failure
+            for this long before one of them tries again (0: every call tries).
+        stdin_close_grace_s: how long a started stdio server may take to exit by itself
+            once its stdin is closed (on leaving, or after a lost connection), before its
+            process group gets SIGTERM.
     """
 
     def __init__(
@@ -290,6 +308,8 @@ class McpServers:
         preview_chars: int = DEFAULT_PREVIEW_CHARS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         wait_for_start: bool = True,
+        restart_backoff_s: float = DEFAULT_RESTART_BACKOFF_S,
+        stdin_close_grace_s: float = DEFAULT_STDIN_CLOSE_GRACE_S,
     ) -> None:
         if not isinstance(config, McpConfig):
             raise ConfigError(
@@ -314,6 +334,9 @@ class McpServers:
         _check_positive("large_output_trigger_chars", large_output_trigger_chars, "characters")
         _check_positive("preview_chars", preview_chars, "characters")
         _check_positive("max_message_bytes", max_message_bytes, "bytes")
+        _check_seconds("restart_backoff_s", restart_backoff_s)
+        _check_seconds("stdin_close_grace_s", stdin_close_grace_s)
+        self._stdin_close_grace_s = stdin_close_grace_s
         self.config = config
         self.start_timeout_s = start_timeout_s
         self._trigger_chars = large_output_trigger_chars
@@ -327,6 +350,8 @@ class McpServers:
                 max_message_bytes=max_message_bytes,
                 on_tools_changed=self._tools_changed,
                 start_timeout_source=source,
+                restart_backoff_s=restart_backoff_s,
+                stdin_close_grace_s=stdin_close_grace_s,
             )
             for name, entry in config.servers.items()
         }
@@ -499,7 +524,7 @@ class McpServers:
                 # Each start-up bounds itself; this is a backstop against a wedged shutdown.
                 # (twice the start-up: an ``auto`` HTTP entry may try two transports).
                 longest = max((c.start_timeout_s for c in self._connections.values()), default=0.0)
-                with anyio.move_on_after(2 * longest + SHUTDOWN_S + 5):
+                with anyio.move_on_after(2 * longest + shutdown_s(self._stdin_close_grace_s) + 5):
                     for connection in self._connections.values():
                         await connection.wait_started()
                 self._collect()

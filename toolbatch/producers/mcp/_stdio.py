@@ -29,7 +29,8 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from types import TracebackType
+from typing import Any, Final, Self
 
 import anyio
 import anyio.abc
@@ -55,11 +56,13 @@ from toolbatch.sandbox import DEFAULT_INHERITED_ENV_VARS, minimal_environment
 __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_STDIN_CLOSE_GRACE_S",
     "StdioTransport",
     "decode_message",
     "encode_message",
     "open_stdio_transport",
     "server_environment",
+    "shutdown_s",
 ]
 
 log = structlog.get_logger("toolbatch.mcp")
@@ -73,14 +76,60 @@ LARGE_MESSAGE_BYTES: Final = 16 * 2**20
 STDERR_LINE_CHARS: Final = 2_000
 STDERR_PENDING_BYTES: Final = 64 * 2**10
 STDERR_TAIL_LINES: Final = 20
-STDIN_CLOSE_GRACE_S: Final = 2.0
-"""How long a server may take to exit by itself once its stdin is closed."""
+DEFAULT_STDIN_CLOSE_GRACE_S: Final = 2.0
+"""How long a started server may take to exit by itself once its stdin is closed
+(``McpServers(stdin_close_grace_s=...)``)."""
 TERM_GRACE_S: Final = 2.0
 """How long the process group has between SIGTERM and SIGKILL."""
 KILL_WAIT_S: Final = 2.0
-SHUTDOWN_S: Final = STDIN_CLOSE_GRACE_S + TERM_GRACE_S + KILL_WAIT_S + 1.0
+
+
+def shutdown_s(stdin_close_grace_s: float) -> float:
+    """The longest a stdio server's stop can take with this stdin-close grace."""
+    return stdin_close_grace_s + TERM_GRACE_S + KILL_WAIT_S + 1.0
+
 
 _PIPE_ENDED: Final = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
+
+
+@dataclass(slots=True, eq=False)
+class QueueToStdin:
+    """The session's end of the queue to the server's stdin (the SDK's write stream).
+
+    The queue is unbounded, so a send never waits: it hands the message over at once,
+    where a memory stream's ``send`` first yields a turn of the event loop. A request then
+    reaches the server one turn sooner (the stdin pump writes it on the next turn).
+    """
+
+    stream: MemoryObjectSendStream[SessionMessage]
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Queue ``item`` for the server's stdin.
+
+        Raises:
+            anyio.ClosedResourceError: the transport is closed.
+            anyio.BrokenResourceError: the stdin pump has stopped.
+        """
+        self.stream.send_nowait(item)
+
+    def close(self) -> None:
+        """End the queue: the pump writes what is queued, then stops."""
+        self.stream.close()
+
+    async def aclose(self) -> None:
+        """``close()``."""
+        self.stream.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.stream.close()
 
 
 def server_environment(
@@ -204,10 +253,12 @@ class StdioTransport:
         stderr_tail: the server's last stderr lines, for start-up diagnostics.
         started: the server finished start-up (``initialize`` and ``tools/list``); one
             that never did is killed at once when the transport closes, not given a grace.
+        stdin_close_grace_s: how long a started server may take to exit by itself once its
+            stdin is closed, before its process group is terminated.
     """
 
     read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write_stream: MemoryObjectSendStream[SessionMessage]
+    write_stream: QueueToStdin
     process: anyio.abc.Process
     server: str
     max_message_bytes: int
@@ -216,6 +267,7 @@ class StdioTransport:
     close_reason: str | None = None
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
     started: bool = False
+    stdin_close_grace_s: float = DEFAULT_STDIN_CLOSE_GRACE_S
     _read_send: MemoryObjectSendStream[SessionMessage | Exception] | None = None
     _write_receive: MemoryObjectReceiveStream[SessionMessage] | None = None
 
@@ -268,7 +320,14 @@ class StdioTransport:
                             # Handed over, not kept: decoding releases the bytes once parsed.
                             holder = [line]
                             del line
-                            await send.send(_decode_taken(holder))
+                            message = _decode_taken(holder)
+                            try:
+                                # The session waits for it: handed over without the turn
+                                # of the loop that ``send`` yields first.
+                                send.send_nowait(message)
+                            except anyio.WouldBlock:
+                                await send.send(message)
+                            del message
                     if start < len(chunk):
                         pending += memoryview(chunk)[start:] if start else chunk
                         if len(pending) > self.max_message_bytes:
@@ -331,7 +390,7 @@ class StdioTransport:
             with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await stdin.aclose()
         # A server that never finished start-up has nothing to save: it is killed at once.
-        if self.started and not await self._wait_exit(STDIN_CLOSE_GRACE_S):
+        if self.started and not await self._wait_exit(self.stdin_close_grace_s):
             self._signal_group(signal.SIGTERM)
             await self._wait_exit(TERM_GRACE_S)
         # Descendants can outlive the leader: the group is always killed.
@@ -374,6 +433,7 @@ async def open_stdio_transport(
     server: str,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     on_close: Callable[[], None] | None = None,
+    stdin_close_grace_s: float = DEFAULT_STDIN_CLOSE_GRACE_S,
 ) -> AsyncIterator[StdioTransport]:
     """Start a stdio server and yield its transport; leaving stops the whole process group.
 
@@ -382,6 +442,8 @@ async def open_stdio_transport(
         server: its name, for logs and errors.
         max_message_bytes: the largest message accepted from the server.
         on_close: called once when the server's output ends or its input breaks.
+        stdin_close_grace_s: how long a started server may take to exit by itself once its
+            stdin is closed, before its process group is terminated.
 
     Raises:
         OSError: the command could not be started (not found, not executable, bad cwd).
@@ -402,11 +464,12 @@ async def open_stdio_transport(
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](float("inf"))
     transport = StdioTransport(
         read_stream=read_receive,
-        write_stream=write_send,
+        write_stream=QueueToStdin(write_send),
         process=process,
         server=server,
         max_message_bytes=max_message_bytes,
         on_close=on_close,
+        stdin_close_grace_s=stdin_close_grace_s,
         _read_send=read_send,
         _write_receive=write_receive,
     )
@@ -418,7 +481,10 @@ async def open_stdio_transport(
             try:
                 yield transport
             finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_S):
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(shutdown_s(stdin_close_grace_s)),
+                ):
                     await transport._stop()
                 # A descendant that escaped the group can hold a pipe open: stop reading.
                 tg.cancel_scope.cancel()

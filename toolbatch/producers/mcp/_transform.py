@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS",
     "DEFAULT_PREVIEW_CHARS",
     "transform_result",
+    "transform_text_result",
 ]
 
 _log = structlog.get_logger("toolbatch.mcp")
@@ -165,6 +166,29 @@ async def _bound_texts(
     return _Bounded(texts=[preview.text], persisted=files, preview=preview)
 
 
+def transform_text_result(result: types.CallToolResult, *, trigger_chars: int) -> ToolResult | None:
+    """``transform_result`` of the common result, without awaiting: one text part within
+    the trigger, not an error (``None`` for any other result)."""
+    content = result.content
+    if result.is_error or len(content) != 1:
+        return None
+    block = content[0]
+    if not isinstance(block, types.TextContent) or len(block.text) > trigger_chars:
+        return None
+    text = block.text
+    display: dict[str, JsonValue] = {"text": text}
+    structured = result.structured_content
+    if structured is not None:
+        display["structuredContent"] = structured
+    return ToolResult.model_construct(
+        content=[TextPart.model_construct(text=text)],
+        display=display,
+        error=None,
+        persisted_output_files=None,
+        preview=None,
+    )
+
+
 async def transform_result(
     result: types.CallToolResult,
     *,
@@ -188,6 +212,9 @@ async def transform_result(
             preview says the output was not saved.
         log: a structlog logger bound to the call.
     """
+    plain = transform_text_result(result, trigger_chars=trigger_chars)
+    if plain is not None:
+        return plain
     if log is None:
         log = _log
     texts: list[str] = []
