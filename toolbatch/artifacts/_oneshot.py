@@ -1,0 +1,227 @@
+"""The one-shot durable write: output already in memory, published once.
+
+A one-shot write is three hops to the store's threads: the temp part is created and
+opened, the bytes are written through ``aiofiles``, and one step finishes it: the disk is
+told to start on them (``sync_file_range`` where Linux has it), the digest that names the
+file is computed while the disk works, the name is claimed, an identical artifact looked
+for (found: the temp file is dropped, the artifact is reused), the data fsynced, the file
+renamed and the directory fsynced (shared with concurrent writers: ``DirSync``).
+
+Cancelled, a write returns at once and its work is *abandoned*: when its thread returns,
+the temp part is removed, and so is a file it had published meanwhile (nobody was given
+its path); its reservation and its name are released, and ``artifacts.persist_abandoned``
+is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import aiofiles
+import anyio
+import structlog
+
+from toolbatch.artifacts import _files
+from toolbatch.artifacts._files import open_temp, rename_into_place, unlink_quietly
+from toolbatch.artifacts._naming import digest_prefix
+from toolbatch.artifacts._workers import Tracker, hop, on_loop
+from toolbatch.errors import ArtifactWriteError
+
+if TYPE_CHECKING:
+    from toolbatch.artifacts._store import ArtifactStore
+
+__all__ = ["OneShot", "put_with_fallback", "settle"]
+
+log = structlog.get_logger("toolbatch.artifacts")
+
+
+@dataclass(slots=True, eq=False)
+class OneShot:
+    """One ``persist`` in progress, and what its worker thread learned on the way.
+
+    ``content`` is bytes, or text known to be ASCII, so that ``len(content)`` is its size
+    in bytes either way; the thread encodes it once and keeps the bytes for a retry.
+    """
+
+    call_id: str
+    tool_name: str
+    content: str | bytes
+    suffix: str
+    claim: anyio.Event
+    """Set once this persist is over; others writing the same name wait for it."""
+    name: str | None = None
+    busy: anyio.Event | None = None
+    """Another persist was writing the same name: wait for it, then look again."""
+    reused: bool = False
+    abandoned: bool = False
+    """Its caller stopped waiting while a thread still worked: the cleanup settles it."""
+
+
+@dataclass(slots=True, eq=False)
+class _Attempt:
+    """One try at writing a one-shot job in one directory: what its threads made so far."""
+
+    fd: int | None = None
+    tmp: str | None = None
+    published: Path | None = None
+    abandoned: bool = False
+
+
+def _create_part(directory: Path, attempt: _Attempt) -> None:
+    """In a worker thread: a new temp part for ``attempt`` (kept on it even if its caller
+    left meanwhile, so the cleanup finds it)."""
+    attempt.fd, attempt.tmp = open_temp(directory)
+
+
+def settle(store: ArtifactStore, job: OneShot, *, released: int) -> None:
+    """On the event loop: give back ``released`` reserved bytes and ``job``'s name."""
+    store._release(released)
+    if job.name is not None and store._inflight.get(job.name) is job.claim:
+        del store._inflight[job.name]
+    job.claim.set()
+
+
+async def put_with_fallback(store: ArtifactStore, job: OneShot) -> Path:
+    """Publish ``job`` in the store's root, else in its fallback directory, or find it."""
+    directory = store.root
+    primary_error: OSError | None = None
+    while True:
+        try:
+            path = await _put(store, directory, job)
+        except OSError as error:
+            if primary_error is not None:
+                raise ArtifactWriteError(
+                    primary_dir=store.root,
+                    primary_error=primary_error,
+                    fallback_dir=store.fallback_dir,
+                    fallback_error=error,
+                ) from error
+            log.warning("artifacts.primary_failed", directory=str(store.root), error=str(error))
+            primary_error = error
+            directory = store.fallback_dir
+            continue
+        if path is not None:
+            return path
+        assert job.busy is not None
+        await job.busy.wait()
+        job.busy = None
+
+
+async def _put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | None:
+    """Publish ``job`` in ``directory`` durably, or find it there.
+
+    Returns the path (``job.reused`` tells a found one), or ``None`` when another
+    persist is writing the same name (``job.busy``). The bytes go through
+    ``aiofiles.open`` on the temp part; the data is fsynced before the rename, and a
+    directory fsync that started after the rename has finished before this returns
+    (``ArtifactStore._publish``), so the path is durable before anyone is given it.
+    Cancelled, it returns at once and leaves the rest to ``_clean_up``.
+    """
+    tracker = Tracker()
+    attempt = _Attempt()
+    loop = asyncio.get_running_loop()
+    try:
+        if isinstance(job.content, str):
+            job.content = await hop(tracker, str.encode, job.content, "ascii")
+        data = job.content
+        if job.name is not None:
+            found = await hop(tracker, _claim, store, job, data)
+            if found is not None or job.busy is not None:
+                return found
+
+        await hop(tracker, _create_part, directory, attempt)
+        assert attempt.fd is not None
+        file = await aiofiles.open(attempt.fd, "wb", buffering=0, closefd=False, executor=tracker)
+        view = memoryview(data)
+        while view:
+            view = view[await file.write(view) :]
+        return await hop(tracker, _finish, store, directory, job, attempt, data)
+    except BaseException as exc:
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            attempt.abandoned = job.abandoned = True
+        tracker.after_idle(functools.partial(_clean_up, store, job, attempt, loop))
+        raise
+
+
+def _finish(
+    store: ArtifactStore, directory: Path, job: OneShot, attempt: _Attempt, data: bytes
+) -> Path | None:
+    """In a worker thread: name, claim, fsync, rename and publish a written temp part."""
+    assert attempt.fd is not None
+    assert attempt.tmp is not None
+    fd = attempt.fd
+    try:
+        if _files.start_writeback is not None:
+            _files.start_writeback(fd)
+        if job.name is None:
+            hasher = digest_prefix(job.call_id)
+            hasher.update(data)  # releases the GIL: other persists go on meanwhile
+            job.name = store.artifact_name(
+                job.call_id, job.tool_name, hasher.hexdigest(), job.suffix
+            )
+            found = _claim(store, job, data)
+            if found is not None or job.busy is not None:
+                return found
+        store.sync_file(fd)
+        final = directory / job.name
+        rename_into_place(attempt.tmp, final)  # still open, so still locked
+        attempt.tmp = None
+    finally:
+        attempt.fd = None
+        os.close(fd)
+        if attempt.tmp is not None:
+            unlink_quietly(attempt.tmp)
+            attempt.tmp = None
+    store._publish(final)
+    attempt.published = final
+    return final
+
+
+def _clean_up(
+    store: ArtifactStore, job: OneShot, attempt: _Attempt, loop: asyncio.AbstractEventLoop
+) -> None:
+    """In a worker thread, once the attempt's threads returned: remove what it left.
+
+    A failed attempt leaves at most its temp part. An abandoned one also loses a file
+    it published after its caller stopped waiting (nobody was given the path); its
+    reservation and name are then released on the event loop.
+    """
+    if attempt.fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(attempt.fd)
+        attempt.fd = None
+    if attempt.tmp is not None:
+        unlink_quietly(attempt.tmp)
+        attempt.tmp = None
+    if not attempt.abandoned:
+        return
+    removed = attempt.published
+    if removed is not None and not job.reused:
+        unlink_quietly(os.fspath(removed))
+    log.warning(
+        "artifacts.persist_abandoned",
+        call_id=job.call_id,
+        tool=job.tool_name,
+        size=len(job.content),
+        removed=str(removed) if removed is not None else None,
+    )
+    on_loop(loop, functools.partial(settle, store, job, released=len(job.content)))
+
+
+def _claim(store: ArtifactStore, job: OneShot, data: bytes) -> Path | None:
+    """Claim ``job.name``, unless another persist holds it (then ``job.busy`` is set);
+    an artifact already holding ``data`` under that name is returned (reused)."""
+    assert job.name is not None
+    holder = store._inflight.setdefault(job.name, job.claim)
+    if holder is not job.claim:
+        job.busy = holder
+        return None
+    existing = store._find_existing(job.name, len(data), data)
+    job.reused = existing is not None
+    return existing
