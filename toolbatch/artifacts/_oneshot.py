@@ -1,7 +1,8 @@
 """The one-shot durable write: output already in memory, published once.
 
 A one-shot write is three hops to the store's threads: the temp part is created and
-opened, the bytes are written through ``aiofiles``, and one step finishes it: the disk is
+opened (and ASCII text encoded), the bytes are written through ``aiofiles`` in one call,
+and one step finishes it: the disk is
 told to start on them (``sync_file_range`` where Linux has it), the digest that names the
 file is computed while the disk works, the name is claimed, an identical artifact looked
 for (found: the temp file is dropped, the artifact is reused), the data fsynced, the file
@@ -18,14 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import aiofiles
 import anyio
 import structlog
+from aiofiles.threadpool.binary import AsyncFileIO
 
 from toolbatch.artifacts import _files
 from toolbatch.artifacts._files import open_temp, rename_into_place, unlink_quietly
@@ -69,14 +71,20 @@ class _Attempt:
 
     fd: int | None = None
     tmp: str | None = None
+    raw: io.FileIO | None = None
+    """The part's file object over ``fd`` (which it does not close)."""
     published: Path | None = None
     abandoned: bool = False
 
 
-def _create_part(directory: Path, attempt: _Attempt) -> None:
-    """In a worker thread: a new temp part for ``attempt`` (kept on it even if its caller
-    left meanwhile, so the cleanup finds it)."""
+def _prepare(directory: Path, job: OneShot, attempt: _Attempt) -> None:
+    """In a worker thread: ``job``'s bytes (ASCII text encoded once, kept for a retry) and
+    a new temp part open for writing (kept on ``attempt`` even if its caller left
+    meanwhile, so the cleanup finds it)."""
+    if isinstance(job.content, str):
+        job.content = job.content.encode("ascii")
     attempt.fd, attempt.tmp = open_temp(directory)
+    attempt.raw = io.FileIO(attempt.fd, "wb", closefd=False)
 
 
 def settle(store: ArtifactStore, job: OneShot, *, released: int) -> None:
@@ -127,17 +135,18 @@ async def _put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | No
     attempt = _Attempt()
     loop = asyncio.get_running_loop()
     try:
-        if isinstance(job.content, str):
-            job.content = await hop(tracker, str.encode, job.content, "ascii")
-        data = job.content
-        if job.name is not None:
-            found = await hop(tracker, _claim, store, job, data)
+        if job.name is not None:  # named by an earlier attempt: its bytes are known
+            assert isinstance(job.content, bytes)
+            found = await hop(tracker, _claim, store, job, job.content)
             if found is not None or job.busy is not None:
                 return found
-
-        await hop(tracker, _create_part, directory, attempt)
-        assert attempt.fd is not None
-        file = await aiofiles.open(attempt.fd, "wb", buffering=0, closefd=False, executor=tracker)
+        await hop(tracker, _prepare, directory, job, attempt)
+        assert attempt.raw is not None
+        data = job.content
+        assert isinstance(data, bytes)
+        # The part's file object wrapped without another hop; a regular file takes the
+        # whole buffer in one write (the loop is for the rare short write).
+        file = AsyncFileIO(attempt.raw, None, tracker)
         view = memoryview(data)
         while view:
             view = view[await file.write(view) :]
