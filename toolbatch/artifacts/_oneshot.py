@@ -170,7 +170,7 @@ def _finish(
             _files.start_writeback(fd)
         if job.name is None:
             hasher = digest_prefix(job.call_id)
-            hasher.update(data)  # releases the GIL: other persists go on meanwhile
+            hasher.update(data)  # XXH3 releases the GIL, and is done in about 50 µs a MB
             job.name = store.artifact_name(
                 job.call_id, job.tool_name, hasher.hexdigest(), job.suffix
             )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import aiofiles
 import anyio
 import structlog
+import xxhash
 
 from toolbatch.artifacts._files import open_temp, rename_into_place, sync_quietly, unlink_quietly
 from toolbatch.artifacts._naming import digest_prefix
@@ -104,7 +104,7 @@ class ArtifactStream:
     _buffer: list[bytes] = field(default_factory=list)
     _buffered: int = 0
     _file: _StreamFile | None = None
-    _hasher: hashlib._Hash | None = None
+    _hasher: xxhash.xxh3_128 | None = None
     _reserved: int = 0
     _primary_error: OSError | None = None
     _tracker: Tracker = field(default_factory=Tracker)
@@ -144,7 +144,7 @@ class ArtifactStream:
                 await hop(self._tracker, self._open_file)
                 await self._open()
             if size >= PARALLEL_HASH_BYTES:
-                # sha256 and the write both release the GIL: run them side by side, and let
+                # The hash and the write both release the GIL: run them side by side, and let
                 # the disk take what earlier flushes wrote meanwhile (``sync_quietly``).
                 # A failed write is kept, not raised in the group: the hash must finish.
                 failed: list[OSError] = []
