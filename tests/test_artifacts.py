@@ -14,7 +14,11 @@ from hypothesis import given, settings, strategies as st
 from tests.strategies import scaled
 from toolbatch import ArtifactCapExceeded, ArtifactStore, ArtifactWriteError, ConfigError
 from toolbatch.artifacts._naming import artifact_name, digest_prefix
-from toolbatch.artifacts._store import safe_name_component
+from toolbatch.artifacts._store import (
+    INLINE_ASCII_CHARS,
+    INLINE_ENCODE_CHARS,
+    safe_name_component,
+)
 
 
 def _mode(path: Path) -> int:
@@ -99,6 +103,27 @@ async def test_a_name_can_be_verified_against_its_file(tmp_path: Path) -> None:
     assert path.name.startswith("run_shell_command-call-7-")
     assert digest == expected.hexdigest()
     assert len(digest) == 32
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("ascii line\n" * 100, id="ascii-encoded-on-the-loop"),
+        pytest.param("x" * (INLINE_ASCII_CHARS + 1), id="ascii-encoded-in-a-thread"),
+        pytest.param("é\udc80😀\n" * 100, id="utf8-encoded-on-the-loop"),
+        pytest.param("é" * (INLINE_ENCODE_CHARS + 1), id="utf8-encoded-in-a-thread"),
+    ],
+)
+async def test_text_is_written_as_utf8_wherever_it_is_encoded(tmp_path: Path, text: str) -> None:
+    """Short or long, ASCII or not, the file holds the text's UTF-8 (a lone surrogate kept
+    visible as ``\\udXXX``) and its name verifies against those bytes."""
+    store = ArtifactStore(tmp_path)
+    path = await store.persist("c", "t", text)
+    data = path.read_bytes()
+    assert data == text.encode("utf-8", "backslashreplace")
+    hasher = digest_prefix("c")
+    hasher.update(data)
+    assert path.name == artifact_name("c", "t", hasher.hexdigest())
 
 
 @settings(max_examples=scaled(50), deadline=None)
