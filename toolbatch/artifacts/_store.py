@@ -75,9 +75,10 @@ INLINE_ENCODE_CHARS: Final = 64 * 2**10
 in a worker thread."""
 INLINE_ASCII_CHARS: Final = 1 * 2**20
 """ASCII texts up to this long are encoded on the event loop (a copy of at most a MiB costs
-about what a hop does, and a hop is for a MiB or more); longer ones in the thread that creates the temp part. Measured
-(issue 33): a worker thread's copy costs about twice the loop's, because its malloc arena
-hands back fresh pages that fault in, where the loop's reuses them."""
+about what a hop does, and a hop is for a MiB or more); longer ones in the thread that
+creates the temp part. Measured (issue 33): a worker thread's copy costs about twice the
+loop's, because its malloc arena hands back fresh pages that fault in, where the loop's
+reuses them."""
 CLEANUP_S: Final = 5.0
 
 
