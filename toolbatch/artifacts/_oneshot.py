@@ -46,7 +46,7 @@ from toolbatch.errors import ArtifactWriteError
 if TYPE_CHECKING:
     from toolbatch.artifacts._store import ArtifactStore
 
-__all__ = ["OneShot", "put_with_fallback", "settle"]
+__all__ = ["OneShot", "put", "put_with_fallback", "settle"]
 
 log = structlog.get_logger("toolbatch.artifacts")
 
@@ -111,7 +111,7 @@ async def put_with_fallback(store: ArtifactStore, job: OneShot) -> Path:
     primary_error: OSError | None = None
     while True:
         try:
-            path = await _put(store, directory, job)
+            path = await store._put(directory, job)
         except OSError as error:
             if primary_error is not None:
                 raise ArtifactWriteError(
@@ -131,7 +131,7 @@ async def put_with_fallback(store: ArtifactStore, job: OneShot) -> Path:
         job.busy = None
 
 
-async def _put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | None:
+async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | None:
     """Publish ``job`` in ``directory`` durably, or find it there.
 
     Returns the path (``job.reused`` tells a found one), or ``None`` when another

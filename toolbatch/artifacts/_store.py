@@ -52,7 +52,7 @@ from toolbatch.artifacts._naming import (
     safe_name_component,
     safe_suffix,
 )
-from toolbatch.artifacts._oneshot import OneShot, put_with_fallback, settle
+from toolbatch.artifacts._oneshot import OneShot, put, put_with_fallback, settle
 from toolbatch.artifacts._stream import STREAM_FLUSH_BYTES as STREAM_FLUSH_BYTES, ArtifactStream
 from toolbatch.artifacts._workers import POOL, hop
 from toolbatch.errors import ArtifactCapExceeded, ConfigError, UnsafeDirectory as UnsafeDirectory
@@ -272,6 +272,11 @@ class ArtifactStore:
         else:
             log.debug("artifacts.reused", path=str(path), bytes=size)
         return path
+
+    async def _put(self, directory: Path, job: OneShot) -> Path | None:
+        """Publish ``job`` in ``directory`` durably, or find it there (``_oneshot.put``);
+        a subclass may redirect it (the chaos campaign refuses primary writes here)."""
+        return await put(self, directory, job)
 
     def sync_file(self, fd: int) -> None:
         """Make a written file's data durable (``fsync``); runs in a worker thread."""
