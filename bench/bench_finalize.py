@@ -11,8 +11,11 @@
     1.2x), all in the same run, taking turns;
     with diagnostic rows: the same finalize against plain sequential ``open().write()``
     (issue 18's page-cache baseline), persisting one file at a time, plain writes with an
-    ``fsync`` per file, and the finalize with the store's fsyncs skipped (what a
-    non-durable store mode would give);
+    ``fsync`` per file, the finalize with the store's fsyncs skipped (what a non-durable
+    store mode would give), and the floors of Python code with the store's guarantees
+    (each file written to a temp part, named by its XXH3-128, fsynced and renamed, then one
+    directory fsync, eight at a time): plain threads, and asyncio with the bytes written
+    through ``aiofiles`` as the store must (issue 29);
 (d) finalizing 10,000 cut slots (10,000 responses of 2,000 characters, 20 MB, into a budget
     of 500 characters each, no store) against a plain-Python water-fill plus head/tail fit
     over the same lengths (lists of ints and strings, no models), alternately in the same
@@ -22,7 +25,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import io
 import os
 import random
 import shutil
@@ -31,11 +36,14 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
 import structlog
 import structlog.testing
+import xxhash
+from aiofiles.threadpool.binary import AsyncFileIO
 
 from bench._report import Row, Target
 from toolbatch import (
@@ -268,6 +276,66 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
             subprocess.run(command, check=True)
             return time.perf_counter() - started
 
+        def fsync_dir(directory: Path) -> None:
+            descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+
+        def create_part(directory: Path, i: int) -> tuple[int, io.FileIO]:
+            fd = os.open(directory / f".{i}.part", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            return fd, io.FileIO(fd, "wb", closefd=False)
+
+        def publish_part(directory: Path, i: int, fd: int, data: bytes) -> None:
+            name = f"call-{i}-{xxhash.xxh3_128(data).hexdigest()}.txt"
+            try:
+                os.fsync(fd)
+                os.rename(directory / f".{i}.part", directory / name)
+            finally:
+                os.close(fd)
+
+        def floor_threads() -> float:
+            # The least Python code with the store's guarantees: on 8 threads, each file
+            # written to a part, named by its digest, fsynced and renamed; one dir fsync.
+            directory = _fresh_dir(root, "threads")
+
+            def one(i: int) -> None:
+                data = texts[i].encode("ascii")
+                fd, raw = create_part(directory, i)
+                raw.write(data)
+                publish_part(directory, i, fd, data)
+
+            with ThreadPoolExecutor(8) as pool:
+                started = time.perf_counter()
+                list(pool.map(one, range(count)))
+                fsync_dir(directory)
+                return time.perf_counter() - started
+
+        def floor_aiofiles() -> float:
+            # The same with asyncio and the bytes through aiofiles, as the store must: a hop
+            # to create the part, one aiofiles write, a hop to name, fsync and rename it.
+            directory = _fresh_dir(root, "aiofiles")
+
+            async def run(pool: ThreadPoolExecutor) -> None:
+                loop = asyncio.get_running_loop()
+                limit = asyncio.Semaphore(8)
+
+                async def one(i: int) -> None:
+                    async with limit:
+                        data = texts[i].encode("ascii")
+                        fd, raw = await loop.run_in_executor(pool, create_part, directory, i)
+                        await AsyncFileIO(raw, None, pool).write(data)
+                        await loop.run_in_executor(pool, publish_part, directory, i, fd, data)
+
+                await asyncio.gather(*(one(i) for i in range(count)))
+                await loop.run_in_executor(pool, fsync_dir, directory)
+
+            with ThreadPoolExecutor(8) as pool:
+                started = time.perf_counter()
+                asyncio.run(run(pool))
+                return time.perf_counter() - started
+
         def ours(concurrency: int) -> float:
             store = ArtifactStore(_fresh_dir(root, "store"))
             elapsed = _time_finalize(batch, store=store, persist_concurrency=concurrency)
@@ -295,6 +363,8 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
             "serial": lambda: ours(1),
             "fsync": lambda: plain(True),
             "no_fsync": ours_without_fsync,
+            "floor_threads": floor_threads,
+            "floor_aiofiles": floor_aiofiles,
         }
         times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(repeats):
@@ -306,6 +376,7 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
         plain_s, ours_s, serial_s = medians["plain"], medians["ours"], medians["serial"]
         fsync_s, no_fsync_s = medians["fsync"], medians["no_fsync"]
         dd_s, loop_s = medians["dd"], medians["loop"]
+        threads_s, aiofiles_s = medians["floor_threads"], medians["floor_aiofiles"]
 
     def mbps(seconds: float) -> float:
         return total_mb / seconds
@@ -374,6 +445,26 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
             baseline_value=mbps(plain_s),
             ratio=plain_s / no_fsync_s,
             target="diagnostic (a non-durable store mode)",
+        ),
+        Row(
+            area=AREA,
+            name="(c) diagnostic: least Python with the same guarantees, 8 threads",
+            value=mbps(threads_s),
+            unit="MB/s",
+            baseline=f"dd bs=1M count={DD_BLOCKS} conv=fsync, one file{where}",
+            baseline_value=dd_mbps,
+            ratio=mbps(threads_s) / dd_mbps,
+            target="diagnostic (the floor for Python: part, digest, fsync, rename)",
+        ),
+        Row(
+            area=AREA,
+            name="(c) diagnostic: the same with asyncio, bytes through aiofiles",
+            value=mbps(aiofiles_s),
+            unit="MB/s",
+            baseline=f"dd bs=1M count={DD_BLOCKS} conv=fsync, one file{where}",
+            baseline_value=dd_mbps,
+            ratio=mbps(aiofiles_s) / dd_mbps,
+            target="diagnostic (the floor under issue 29's aiofiles requirement)",
         ),
     ]
 

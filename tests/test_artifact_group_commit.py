@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-import toolbatch.artifacts._store
+import toolbatch.artifacts._files
 from toolbatch import ArtifactStore, ToolCall, ToolCallResponse, ToolResult
 from toolbatch.finalize import finalize_tool_responses
 
@@ -40,7 +40,7 @@ class _Syscalls:
 
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "replace", replace)
-        real_start = toolbatch.artifacts._store._start_writeback
+        real_start = toolbatch.artifacts._files.start_writeback
         if real_start is not None:
 
             def start_writeback(fd: int) -> None:
@@ -49,7 +49,7 @@ class _Syscalls:
                 with self._lock:
                     self.events.append(("writeback", target))
 
-            monkeypatch.setattr(toolbatch.artifacts._store, "_start_writeback", start_writeback)
+            monkeypatch.setattr(toolbatch.artifacts._files, "start_writeback", start_writeback)
 
     def note(self, what: str, path: Path) -> None:
         with self._lock:
@@ -133,7 +133,7 @@ async def test_writeback_starts_before_the_data_fsync(
 ) -> None:
     """Where Linux offers it, the disk is told to take a file's data right after it is
     written, and the fsync that makes it durable comes after, before the rename."""
-    if toolbatch.artifacts._store._start_writeback is None:
+    if toolbatch.artifacts._files.start_writeback is None:
         pytest.skip("no sync_file_range on this platform")
     store = ArtifactStore(tmp_path / "store")
     calls = _Syscalls(monkeypatch)
@@ -148,7 +148,7 @@ async def test_without_a_writeback_hint_artifacts_are_still_durable(
 ) -> None:
     """A platform without sync_file_range writes the same artifact, fsynced before its
     rename and its rename fsynced before the path is returned."""
-    monkeypatch.setattr(toolbatch.artifacts._store, "_start_writeback", None)
+    monkeypatch.setattr(toolbatch.artifacts._files, "start_writeback", None)
     root = tmp_path / "store"
     store = ArtifactStore(root)
     calls = _Syscalls(monkeypatch)

@@ -8,9 +8,17 @@ from pathlib import Path
 
 import anyio
 import pytest
+import xxhash
+from hypothesis import given, settings, strategies as st
 
+from tests.strategies import scaled
 from toolbatch import ArtifactCapExceeded, ArtifactStore, ArtifactWriteError, ConfigError
-from toolbatch.artifacts._store import safe_name_component
+from toolbatch.artifacts._naming import artifact_name, digest_prefix
+from toolbatch.artifacts._store import (
+    INLINE_ASCII_CHARS,
+    INLINE_ENCODE_CHARS,
+    safe_name_component,
+)
 
 
 def _mode(path: Path) -> int:
@@ -83,6 +91,57 @@ async def test_two_calls_never_overwrite_each_other(tmp_path: Path) -> None:
     assert a.read_text() == "first"
     assert b.read_text() == "second"
     assert c.read_text() == d.read_text() == "first"
+
+
+async def test_a_name_can_be_verified_against_its_file(tmp_path: Path) -> None:
+    """The digest in a name is the XXH3-128 of the prefix, the call id and the file's bytes,
+    all 32 hex digits, so anyone can check a file against its name."""
+    store = ArtifactStore(tmp_path)
+    path = await store.persist("call-7", "run_shell_command", "output\n" * 1000)
+    digest = path.stem.rsplit("-", 1)[1]
+    expected = xxhash.xxh3_128(b"toolbatch-artifact\0call-7\0" + path.read_bytes())
+    assert path.name.startswith("run_shell_command-call-7-")
+    assert digest == expected.hexdigest()
+    assert len(digest) == 32
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("ascii line\n" * 100, id="ascii-encoded-on-the-loop"),
+        pytest.param("x" * (INLINE_ASCII_CHARS + 1), id="ascii-encoded-in-a-thread"),
+        pytest.param("é\udc80😀\n" * 100, id="utf8-encoded-on-the-loop"),
+        pytest.param("é" * (INLINE_ENCODE_CHARS + 1), id="utf8-encoded-in-a-thread"),
+    ],
+)
+async def test_text_is_written_as_utf8_wherever_it_is_encoded(tmp_path: Path, text: str) -> None:
+    """Short or long, ASCII or not, the file holds the text's UTF-8 (a lone surrogate kept
+    visible as ``\\udXXX``) and its name verifies against those bytes."""
+    store = ArtifactStore(tmp_path)
+    path = await store.persist("c", "t", text)
+    data = path.read_bytes()
+    assert data == text.encode("utf-8", "backslashreplace")
+    hasher = digest_prefix("c")
+    hasher.update(data)
+    assert path.name == artifact_name("c", "t", hasher.hexdigest())
+
+
+@settings(max_examples=scaled(50), deadline=None)
+@given(
+    ids=st.lists(st.sampled_from(["c", "c/1", "c_1", "x" * 80, "x" * 81]), min_size=2, max_size=2),
+    contents=st.lists(st.binary(max_size=64), min_size=2, max_size=2),
+)
+def test_names_differ_exactly_when_call_or_content_differs(
+    ids: list[str], contents: list[bytes]
+) -> None:
+    """Two (call id, content) pairs share a name only when both are equal, even where the
+    safe ids coincide (``c/1`` and ``c_1``, ids cut at 64 characters)."""
+    names = []
+    for call_id, content in zip(ids, contents, strict=True):
+        hasher = digest_prefix(call_id)
+        hasher.update(content)
+        names.append(artifact_name(call_id, "t", hasher.hexdigest()))
+    assert (names[0] == names[1]) == (ids[0] == ids[1] and contents[0] == contents[1])
 
 
 @pytest.mark.parametrize(
