@@ -80,10 +80,12 @@ async def test_a_finished_tool_on_a_hanging_disk_keeps_its_preview(
 async def test_an_mcp_call_on_a_hanging_disk_answers_within_its_timeout(
     hanging: SlowDiskStore,
 ) -> None:
-    """A 600,000-character MCP result at call_timeout=3: answered within about 3 s."""
+    """A 600,000-character MCP result at call_timeout=3: answered within about 3 s (it took
+    13 s when the store's wait was not bounded by the call's timeout)."""
     document = {"mcpServers": {"t": {"command": sys.executable, "args": [str(TEST_SERVER)]}}}
     config = SchedulerConfig(store=hanging, mcp_servers=document, call_timeout=3)
     async with ToolScheduler(Registry(), config) as scheduler:
+        await scheduler.wait_for_tools()  # the server's start is not the call's time
         started = time.monotonic()
         turn = await scheduler.run_batch(
             [ToolCall(id="m1", name="mcp__t__big_text", args={"n_chars": 600_000})]
@@ -91,7 +93,7 @@ async def test_an_mcp_call_on_a_hanging_disk_answers_within_its_timeout(
         elapsed = time.monotonic() - started
     [response] = turn.responses
     assert response.status == "success", response.error
-    assert elapsed < 4.5
+    assert elapsed < 6  # 3 s and the margin of a loaded 2-core machine; unbounded: 13 s
     output = response.parts[0].function_response.response["output"]  # type: ignore[union-attr]
     assert UNSAVED in output
     assert response.persisted_output_files == ()
