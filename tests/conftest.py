@@ -47,6 +47,14 @@ FAST_TIER = (
 )
 
 
+# Modules that import the model SDKs when their tests run (tests/providers/_sdk.py).
+SDK_MODULES = (
+    "providers/test_anthropic.py",
+    "providers/test_gemini.py",
+    "providers/test_openai_chat.py",
+    "providers/test_openai_responses.py",
+    "providers/test_properties.py",
+)
 # Modules whose tests wait longest (servers, slow disks, hypothesis over large payloads),
 # started first so that under xdist they overlap the many short tests instead of ending the
 # run alone (longest first). Whole modules move, so module fixtures are still set up once.
@@ -80,6 +88,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if relative.startswith("ray/"):
             # One Ray instance per run: every Ray test runs in the same xdist worker.
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif relative.startswith(SDK_MODULES):
+            # The model SDKs (seconds of CPU to import) are imported by one worker only.
+            item.add_marker(pytest.mark.xdist_group("model-sdks"))
     items.sort(key=lambda item: _start_rank(relatives[item]))
 
 
