@@ -472,12 +472,17 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
-async def run_boundaries(work: Path, marker: str) -> tuple[Counter[str], Problems]:
+async def run_boundaries(
+    work: Path, marker: str, *, skip: frozenset[str] = frozenset()
+) -> tuple[Counter[str], Problems]:
     """Run every boundary fault once under ``work``; what was injected and what broke.
 
     ``marker`` (``NAME=VALUE``) is put in the environment of every process started, so
-    ones left behind can be found in ``/proc``.
+    ones left behind can be found in ``/proc``. Kinds in ``skip`` are not run.
     """
+    unknown = sorted(skip - set(BOUNDARY_KINDS))
+    if unknown:
+        raise ValueError(f"unknown boundary faults {unknown}: choose from {BOUNDARY_KINDS}")
     name, _, value = marker.partition("=")
     env = {**os.environ, name: value}
     faults: Counter[str] = Counter()
@@ -497,15 +502,18 @@ async def run_boundaries(work: Path, marker: str) -> tuple[Counter[str], Problem
         ("boundary.kill9_mid_batch", lambda: _kill9(where, env)),
     ]
     for kind, scenario in scenarios:
+        if kind in skip:
+            continue
         faults[kind] += 1
         try:
             found = await anyio.to_thread.run_sync(scenario)
         except Exception as exc:  # a scenario that breaks is a problem, not a crash
             found = [f"{type(exc).__name__}: {exc}"]
         problems += [f"{kind}: {problem}" for problem in found]
-    faults["boundary.http_flood"] += 1
-    try:
-        problems += [f"boundary.http_flood: {p}" for p in await _http_flood(where)]
-    except Exception as exc:
-        problems.append(f"boundary.http_flood: {type(exc).__name__}: {exc}")
+    if "boundary.http_flood" not in skip:
+        faults["boundary.http_flood"] += 1
+        try:
+            problems += [f"boundary.http_flood: {p}" for p in await _http_flood(where)]
+        except Exception as exc:
+            problems.append(f"boundary.http_flood: {type(exc).__name__}: {exc}")
     return faults, problems

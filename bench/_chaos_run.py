@@ -81,13 +81,12 @@ __all__ = ["TEST_SERVER", "VIOLATIONS", "CampaignOptions", "CampaignReport", "ru
 
 TEST_SERVER: Final = Path(__file__).resolve().parents[1] / "tests" / "mcp_server" / "server.py"
 WATCHDOG_S: Final = 60.0
+"""A batch still running after this long is counted as hung and cancelled."""
 SLOW_FSYNC_S: Final = 4.0
 """Each fsync of a slow disk (``store.slow_disk``) waits this long."""
-SETTLE_S: Final = 30.0
-"""How long writes a deadline abandoned may take to be cleaned up after the batch."""
-"""A batch still running after this long is counted as hung and cancelled."""
 SETTLE_S: Final = 3.0
-"""How long processes get to disappear after a batch before they count as left behind."""
+"""How long processes get to disappear after a batch before they count as left behind, and
+writes a deadline abandoned to be cleaned up."""
 MCP_START_TIMEOUT_S: Final = 60.0
 NOBODY_UID: Final = 65534
 
@@ -123,7 +122,11 @@ class CampaignOptions:
 
     Attributes:
         seed: decides every batch and fault (see ``bench._chaos_plan``).
-        batches: how many batches to run.
+        batches: how many batches to run (batch numbers 0 to ``batches - 1``).
+        indices: run these batch numbers instead (``covering_batches`` picks few that
+            inject every fault kind); ``batches`` is then ignored.
+        skip_boundaries: boundary faults (``BOUNDARY_KINDS``) not to run, each with where
+            else it runs (reported under the kinds not injected).
         work_dir: where to make the campaign's own work directory (default: the system
             temp directory); that directory is removed afterwards unless ``keep``.
         keep: keep the work directory (artifacts, transcripts, hook reports).
@@ -132,6 +135,8 @@ class CampaignOptions:
 
     seed: int = 1
     batches: int = 500
+    indices: tuple[int, ...] | None = None
+    skip_boundaries: Mapping[str, str] = field(default_factory=dict)
     work_dir: Path | None = None
     keep: bool = False
     verbose: bool = False
@@ -352,7 +357,8 @@ class _Campaign:
             "CHAOS_CANARY_SECRET": self.canary,
             "TOOLBATCH_CHAOS_API_KEY": self.canary,
         }
-        warmup = max(1, min(10, options.batches // 10))
+        indices = range(options.batches) if options.indices is None else options.indices
+        warmup = max(1, min(10, len(indices) // 10))
         try:
             with _planted_environment(environment), _captured_logs(self.probe):
                 # The reaper's pipe lives as long as this process: open it before the
@@ -385,11 +391,11 @@ class _Campaign:
                     self.registry = build_registry(servers.producers())
                     baseline: dict[int, str] | None = None
                     plans = []
-                    for index in range(options.batches):
+                    for done, index in enumerate(indices, start=1):
                         plan = plan_batch(options.seed, index)
                         plans.append(plan)
                         await self.batch(plan)
-                        if index + 1 == warmup:
+                        if done == warmup:
                             await self.mcp_alive()
                             baseline = checks.open_fds()
                     report.plan_digest = plan_digest(plans)
@@ -409,7 +415,11 @@ class _Campaign:
 
     async def boundaries(self) -> None:
         """The faults from outside a batch, once per campaign (``bench._chaos_boundaries``)."""
-        faults, problems = await run_boundaries(self.work / "boundaries", self.marker)
+        skip = self.options.skip_boundaries
+        self.report.skipped.update(skip)
+        faults, problems = await run_boundaries(
+            self.work / "boundaries", self.marker, skip=frozenset(skip)
+        )
         self.report.faults.update(faults)
         self.report.count("boundaries", None, problems, per_batch=False)
         self.report.totals["boundary faults survived"] += sum(faults.values()) - len(

@@ -1,9 +1,11 @@
 """``make chaos``: a seeded, bounded fault campaign against the real scheduler.
 
-``python -m bench.chaos [--seed N] [--batches N] [--keep] [--verbose]`` runs N batches
-(default 500) of real shell commands, MCP calls to the test server, custom tools, hooks
-and artifact-store faults, checks every invariant after each batch, prints a table, and
-exits 1 if any violation counter is above zero (2 if the campaign could not run).
+``python -m bench.chaos [--seed N] [--batches N | --cover N] [--keep] [--verbose]`` runs N
+batches (default 500), or the few of the first N that together inject every fault kind
+those N do (``--cover``, what ``tests/test_chaos.py`` runs), of real shell commands, MCP
+calls to the test server, custom tools, hooks and artifact-store faults, checks every
+invariant after each batch, prints a table, and exits 1 if any violation counter is above
+zero (2 if the campaign could not run).
 
 Reproducibility: the same seed gives the same batches and faults (the table's plan digest
 shows it). Outcomes that depend on timing can differ between runs: which calls an abort
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import anyio
 
+from bench._chaos_plan import covering_batches
 from bench._chaos_run import VIOLATIONS, CampaignOptions, CampaignReport, run_campaign
 
 WIDTH = 78
@@ -39,6 +42,8 @@ def format_report(report: CampaignReport) -> str:
         "",
         "violations (each must be 0)",
     ]
+    if options.indices is not None:
+        lines[1:1] = [f"batches run: {', '.join(map(str, options.indices))}"]
     lines += [_line(text, report.violations[key]) for key, text in VIOLATIONS.items()]
     lines += ["", "totals"]
     lines += [_line(name, value) for name, value in sorted(report.totals.items())]
@@ -64,7 +69,14 @@ def format_report(report: CampaignReport) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument("--seed", type=int, default=1, help="the campaign's seed (default 1)")
-    parser.add_argument("--batches", type=int, default=500, help="batches to run (default 500)")
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--batches", type=int, default=500, help="batches to run (default 500)")
+    runs.add_argument(
+        "--cover",
+        type=int,
+        metavar="N",
+        help="run only the few of the first N batches that inject every fault kind they do",
+    )
     parser.add_argument(
         "--work-dir", type=Path, help="where to make the work directory (default: the temp dir)"
     )
@@ -73,9 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.batches < 1:
         parser.error(f"--batches must be at least 1, got {args.batches}")
+    if args.cover is not None and args.cover < 1:
+        parser.error(f"--cover must be at least 1 batch, got {args.cover}")
+    indices = None if args.cover is None else covering_batches(args.seed, search=args.cover)
     options = CampaignOptions(
         seed=args.seed,
         batches=args.batches,
+        indices=indices,
         work_dir=args.work_dir,
         keep=args.keep,
         verbose=args.verbose,

@@ -47,14 +47,51 @@ FAST_TIER = (
 )
 
 
+# Modules that import the model SDKs when their tests run (tests/providers/_sdk.py).
+SDK_MODULES = (
+    "providers/test_anthropic.py",
+    "providers/test_gemini.py",
+    "providers/test_openai_chat.py",
+    "providers/test_openai_responses.py",
+    "providers/test_properties.py",
+)
+# Modules whose tests wait longest (servers, slow disks, hypothesis over large payloads),
+# started first so that under xdist they overlap the many short tests instead of ending the
+# run alone (longest first). Whole modules move, so module fixtures are still set up once.
+# xdist groups (ray, the chaos campaign) are dispatched before any of these.
+EARLY = (
+    "providers/test_properties.py",
+    "service/test_limits.py",
+    "acp/test_limits.py",
+    "acp/",
+    "test_persist_deadlines.py",
+    "test_readme.py",
+    "telemetry/test_mcp_startup_spans.py",
+    "telemetry/test_export.py",
+    "cli/test_progress.py",
+    "cli/test_config_sources.py",
+    "producers/mcp/",
+    "test_examples.py",
+)
+
+
+def _start_rank(relative: str) -> int:
+    return next((rank for rank, p in enumerate(EARLY) if relative.startswith(p)), len(EARLY))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    relatives = {item: item.path.resolve().relative_to(TESTS).as_posix() for item in items}
     for item in items:
-        relative = item.path.resolve().relative_to(TESTS).as_posix()
+        relative = relatives[item]
         if not relative.startswith(FAST_TIER):
             item.add_marker(pytest.mark.integration)
         if relative.startswith("ray/"):
             # One Ray instance per run: every Ray test runs in the same xdist worker.
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif relative.startswith(SDK_MODULES):
+            # The model SDKs (seconds of CPU to import) are imported by one worker only.
+            item.add_marker(pytest.mark.xdist_group("model-sdks"))
+    items.sort(key=lambda item: _start_rank(relatives[item]))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -72,6 +72,7 @@ _high = st.integers(0xD800, 0xDBFF).map(chr)
 _low = st.integers(0xDC00, 0xDFFF).map(chr)
 
 
+@functools.cache
 def text_units() -> st.SearchStrategy[str]:
     """One unit of text: a character, a combining sequence or a surrogate pair or half."""
     return st.one_of(
@@ -89,11 +90,14 @@ def text_units() -> st.SearchStrategy[str]:
     )
 
 
+@functools.cache
 def texts(*, max_repeat: int = 400, max_units: int = 8) -> st.SearchStrategy[str]:
     """Text from empty to thousands of code points: a repeated chunk, then a short tail.
 
     Few draws per text (a chunk of up to ``max_units`` units, a repeat count, a tail), so
-    batches of dozens of responses stay cheap to generate.
+    batches of dozens of responses stay cheap to generate. Built once per size (as are the
+    other strategies here): hypothesis validates every new strategy object, and the ones
+    built inside a composite's draws (and the caches keyed on them) cost more than drawing.
     """
     chunk = st.lists(text_units(), max_size=max_units).map("".join)
     return st.builds(
@@ -104,6 +108,7 @@ def texts(*, max_repeat: int = 400, max_units: int = 8) -> st.SearchStrategy[str
     )
 
 
+@functools.cache
 def text_parts(text: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[TextPart]:
     """A top-level text part."""
     return st.builds(TextPart, text=text if text is not None else texts())
@@ -115,6 +120,7 @@ def _small_png(width: int, height: int) -> bytes:
     return png(width, height)
 
 
+@functools.cache
 def media_parts() -> st.SearchStrategy[Part]:
     """An ``inlineData`` or ``fileData`` part (never counted by any text budget)."""
     inline = st.builds(

@@ -10,6 +10,7 @@ list item checked. The hints are the SDK's; only the walking is ours.
 from __future__ import annotations
 
 import collections.abc
+import importlib
 import types
 import typing
 from functools import cache
@@ -18,7 +19,35 @@ from typing import Any, Literal, Union, get_args, get_origin
 import typing_extensions
 from typing_extensions import is_typeddict
 
-__all__ = ["assert_conforms", "problems"]
+__all__ = [
+    "Sdk",
+    "anthropic_sdk",
+    "assert_conforms",
+    "chat_sdk",
+    "genai",
+    "problems",
+    "responses_sdk",
+]
+
+
+class Sdk:
+    """An SDK's types module, imported on its first use.
+
+    The SDKs take seconds of CPU to import; imported at module level, every xdist worker
+    paid that while collecting, though one worker runs these tests (``tests/conftest.py``).
+    """
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module(self._module), name)
+
+
+anthropic_sdk = Sdk("anthropic.types")
+chat_sdk = Sdk("openai.types.chat")
+responses_sdk = Sdk("openai.types.responses")
+genai = Sdk("google.genai.types")
 
 _WRAPPERS = {
     typing_extensions.Required,

@@ -12,6 +12,7 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 from pydantic import JsonValue
@@ -97,6 +98,7 @@ def _inline(mime: str, payload: Payload, saved: bool) -> InlineDataPart:
     )
 
 
+@functools.cache
 def media() -> st.SearchStrategy[Part]:
     """Inline media of any listed type and payload, saved or not, or a file reference."""
     inline = st.builds(
@@ -115,18 +117,33 @@ def media() -> st.SearchStrategy[Part]:
     return st.one_of(inline, inline, inline, file)
 
 
+@functools.cache
+def _turn_pieces(max_calls: int) -> tuple[st.SearchStrategy[Any], ...]:
+    # Built once, not per draw: hypothesis validates each new strategy object.
+    short = texts(max_repeat=4, max_units=4)
+    responses = {
+        (call_id, name): function_response_parts(call_id, name, text=short)
+        for call_id in _IDS
+        for name in _NAMES
+    }
+    return (
+        st.lists(media(), max_size=1),
+        st.integers(0, max_calls),
+        st.sampled_from(sorted(responses.items())).flatmap(lambda item: item[1]),
+        st.lists(media(), max_size=3),
+        st.lists(text_parts(short), max_size=2),
+    )
+
+
 @st.composite
 def turns(draw: st.DrawFn, *, max_calls: int = 6) -> list[Part]:
     """A tool message's parts: stray media, calls each with media, then batch text."""
-    short = texts(max_repeat=4, max_units=4)
-    parts: list[Part] = draw(st.lists(media(), max_size=1))
-    for _ in range(draw(st.integers(0, max_calls))):
-        call_id = draw(st.sampled_from(_IDS))
-        parts.append(
-            draw(function_response_parts(call_id, draw(st.sampled_from(_NAMES)), text=short))
-        )
-        parts += draw(st.lists(media(), max_size=3))
-    parts += draw(st.lists(text_parts(short), max_size=2))
+    stray, calls, response, call_media, text = _turn_pieces(max_calls)
+    parts: list[Part] = draw(stray)
+    for _ in range(draw(calls)):
+        parts.append(draw(response))
+        parts += draw(call_media)
+    parts += draw(text)
     return parts
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from anthropic.types import Message, MessageParam, ToolParam
 
 from tests.providers._samples import (
     SAVED,
@@ -22,7 +21,7 @@ from tests.providers._samples import (
     wav,
     webp_header,
 )
-from tests.providers._sdk import assert_conforms
+from tests.providers._sdk import anthropic_sdk, assert_conforms
 from toolbatch import default_registry
 from toolbatch.providers import anthropic
 
@@ -31,7 +30,7 @@ from toolbatch.providers import anthropic
 def test_every_message_is_a_message_param(name: str) -> None:
     """The message validates against the SDK's MessageParam."""
     for message in anthropic.tool_results(sample_turns()[name]):
-        assert_conforms(message, MessageParam)
+        assert_conforms(message, anthropic_sdk.MessageParam)
 
 
 def test_tool_results_come_first_then_the_batch_text() -> None:
@@ -218,7 +217,7 @@ def test_tool_calls_are_the_tool_use_blocks() -> None:
     }
     from_dict = anthropic.tool_calls(body)
     sdk_body = {**body, "content": body["content"][:3]}  # the SDK types input as an object
-    assert anthropic.tool_calls(Message.model_validate(sdk_body)) == from_dict[:1]
+    assert anthropic.tool_calls(anthropic_sdk.Message.model_validate(sdk_body)) == from_dict[:1]
     good, bad = from_dict
     assert (good.id, good.name, good.args, good.ordinal) == (
         "toolu_1",
@@ -244,5 +243,5 @@ def test_tool_definitions_are_tool_params() -> None:
     tools = anthropic.tool_definitions(default_registry())
     assert [t["name"] for t in tools] == ["run_shell_command"]
     for tool in tools:
-        assert_conforms(tool, ToolParam)
+        assert_conforms(tool, anthropic_sdk.ToolParam)
     assert turn_of([]).parts == []

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from google.genai import types as genai
 
 from tests.providers._samples import (
     SAVED,
@@ -23,6 +22,7 @@ from tests.providers._samples import (
     sample_turns,
     wav,
 )
+from tests.providers._sdk import genai
 from toolbatch import SchedulerConfig, ToolScheduler, default_registry, parts_adapter
 from toolbatch.providers import gemini
 

@@ -5,11 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionFunctionToolParam,
-    ChatCompletionMessageParam,
-)
 
 from tests.providers._samples import (
     SAVED,
@@ -22,7 +17,7 @@ from tests.providers._samples import (
     sample_turns,
     wav,
 )
-from tests.providers._sdk import assert_conforms
+from tests.providers._sdk import assert_conforms, chat_sdk
 from toolbatch import ToolDeclaration, default_registry
 from toolbatch.providers import openai_chat
 
@@ -31,7 +26,7 @@ from toolbatch.providers import openai_chat
 def test_every_message_is_a_chat_message_param(name: str) -> None:
     """Each message validates against the SDK's ChatCompletionMessageParam."""
     for message in openai_chat.tool_results(sample_turns()[name]):
-        assert_conforms(message, ChatCompletionMessageParam)
+        assert_conforms(message, chat_sdk.ChatCompletionMessageParam)
 
 
 def test_one_tool_message_per_call_in_order_then_the_batch_text() -> None:
@@ -110,7 +105,7 @@ def test_tool_calls_from_the_sdk_object_and_its_dict() -> None:
         ],
     }
     from_dict = openai_chat.tool_calls(body)
-    assert openai_chat.tool_calls(ChatCompletion.model_validate(body)) == from_dict
+    assert openai_chat.tool_calls(chat_sdk.ChatCompletion.model_validate(body)) == from_dict
     assert openai_chat.tool_calls(body["choices"][0]["message"]) == from_dict
     good, bad = from_dict
     assert (good.id, good.name, good.args, good.invalid) == (
@@ -200,7 +195,7 @@ def test_tool_definitions_are_function_tool_params() -> None:
     tools = openai_chat.tool_definitions(default_registry())
     assert [t["function"]["name"] for t in tools] == ["run_shell_command"]
     for tool in tools:
-        assert_conforms(tool, ChatCompletionFunctionToolParam)
+        assert_conforms(tool, chat_sdk.ChatCompletionFunctionToolParam)
     declared = openai_chat.tool_definitions([ToolDeclaration(name="noop")])
     assert declared[0]["function"]["parameters"] == {"type": "object", "properties": {}}
 

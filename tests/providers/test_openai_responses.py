@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from openai.types.responses import FunctionToolParam, Response, ResponseInputItemParam
 
 from tests.providers._samples import (
     SAVED,
@@ -18,7 +17,7 @@ from tests.providers._samples import (
     sample_turns,
     wav,
 )
-from tests.providers._sdk import assert_conforms
+from tests.providers._sdk import assert_conforms, responses_sdk
 from toolbatch import default_registry
 from toolbatch.providers import openai_responses
 
@@ -27,7 +26,7 @@ from toolbatch.providers import openai_responses
 def test_every_item_is_a_response_input_item_param(name: str) -> None:
     """Each item validates against the SDK's ResponseInputItemParam."""
     for item in openai_responses.tool_results(sample_turns()[name]):
-        assert_conforms(item, ResponseInputItemParam)
+        assert_conforms(item, responses_sdk.ResponseInputItemParam)
 
 
 def test_one_output_item_per_call_in_order_then_the_batch_text() -> None:
@@ -109,7 +108,7 @@ def test_tool_calls_are_the_function_call_items() -> None:
         ],
     }
     from_dict = openai_responses.tool_calls(body)
-    assert openai_responses.tool_calls(Response.model_validate(body)) == from_dict
+    assert openai_responses.tool_calls(responses_sdk.Response.model_validate(body)) == from_dict
     assert openai_responses.tool_calls(body["output"]) == from_dict
     good, bad = from_dict
     assert (good.id, good.name, good.args, good.ordinal) == (
@@ -159,5 +158,5 @@ def test_tool_definitions_are_function_tool_params() -> None:
     tools = openai_responses.tool_definitions(default_registry())
     assert [t["name"] for t in tools] == ["run_shell_command"]
     for tool in tools:
-        assert_conforms(tool, FunctionToolParam)
+        assert_conforms(tool, responses_sdk.FunctionToolParam)
         assert tool["strict"] is False

@@ -16,13 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from anthropic.types import MessageParam
-from google.genai import types as genai
 from hypothesis import HealthCheck, given, settings, strategies as st
-from openai.types.chat import ChatCompletionMessageParam
-from openai.types.responses import ResponseInputItemParam
 
-from tests.providers._sdk import assert_conforms
+from tests.providers._sdk import anthropic_sdk, assert_conforms, chat_sdk, genai, responses_sdk
 from tests.providers.strategies import arguments, payload_of, turns
 from tests.strategies import scaled
 from toolbatch import FunctionResponsePart, InlineDataPart, Part
@@ -119,14 +115,24 @@ def _name(module: Any) -> str:
 
 
 APIS = [
-    Api(openai_chat, _chat, lambda m: assert_conforms(m, ChatCompletionMessageParam), _url_size),
+    Api(
+        openai_chat,
+        _chat,
+        lambda m: assert_conforms(m, chat_sdk.ChatCompletionMessageParam),
+        _url_size,
+    ),
     Api(
         openai_responses,
         _responses,
-        lambda i: assert_conforms(i, ResponseInputItemParam),
+        lambda i: assert_conforms(i, responses_sdk.ResponseInputItemParam),
         _url_size,
     ),
-    Api(anthropic, _anthropic, lambda m: assert_conforms(m, MessageParam), lambda s: len(s.data)),
+    Api(
+        anthropic,
+        _anthropic,
+        lambda m: assert_conforms(m, anthropic_sdk.MessageParam),
+        lambda s: len(s.data),
+    ),
     Api(gemini, _gemini, lambda p: genai.Part.model_validate(p) and None, lambda s: len(s.data)),
 ]
 
