@@ -35,10 +35,8 @@ not inherit the agent's environment (see ``DEFAULT_INHERITED_ENV_VARS``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, TypeAlias
@@ -46,8 +44,8 @@ from typing import Annotated, Any, Final, Literal, TypeAlias
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from toolbatch._core import JsonTooDeep, check_json_depth
 from toolbatch.errors import McpConfigError
+from toolbatch.producers.mcp._documents import from_codex, parse_inline, read_document
 
 __all__ = [
     "MIN_CALL_TIMEOUT_MS",
@@ -227,9 +225,9 @@ def load_mcp_config(source: McpConfig | Mapping[str, Any] | str | os.PathLike[st
     if isinstance(source, Mapping):
         document: Any = source
     elif isinstance(source, str) and source.lstrip().startswith("{"):
-        document = _parse_inline(source)
+        document = parse_inline(source)
     elif isinstance(source, str | os.PathLike):
-        document = _read_document(Path(source).expanduser())
+        document = read_document(Path(source).expanduser())
     else:
         raise McpConfigError(
             f"an MCP config is a mapping, a JSON string or the path of a JSON or TOML file, "
@@ -241,7 +239,7 @@ def load_mcp_config(source: McpConfig | Mapping[str, Any] | str | os.PathLike[st
             f"got {type(document).__name__}"
         )
     if "mcpServers" not in document and "servers" not in document and "mcp_servers" in document:
-        document = _from_codex(document["mcp_servers"])
+        document = from_codex(document["mcp_servers"])
     vscode = "mcpServers" not in document and isinstance(document.get("servers"), Mapping)
     key = "servers" if vscode else "mcpServers"
     if key not in document:
@@ -287,113 +285,6 @@ def merge_mcp_configs(*configs: McpConfig) -> McpConfig:
         servers.update(config.servers)
         unavailable.update(config.unavailable)
     return McpConfig(servers=servers, unavailable=unavailable)
-
-
-def _parse_inline(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise McpConfigError(
-            f"the MCP config looks like inline JSON but is not valid: {exc.msg} at column "
-            f"{exc.colno}; quote it for the shell, or pass a file path"
-        ) from exc
-
-
-def _read_document(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise McpConfigError(
-            f"cannot read the MCP config file {str(path)!r}: {exc.strerror or exc}; "
-            f"pass an existing JSON or TOML file, or the JSON document itself"
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise McpConfigError(
-            f"the MCP config file {str(path)!r} is not UTF-8 text (byte "
-            f"{exc.object[exc.start]:#04x} at offset {exc.start:,}); save it as UTF-8 JSON"
-        ) from None
-    if path.suffix == ".toml":
-        return _parse_toml(path, text)
-    try:
-        check_json_depth(text)
-        return json.loads(text)
-    except JsonTooDeep as exc:
-        raise McpConfigError(f"the MCP config file {str(path)!r} is refused: {exc}") from None
-    except json.JSONDecodeError as exc:
-        try:
-            document = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
-            document = None
-        if isinstance(document, dict) and "mcp_servers" in document:
-            return document  # Codex's config.toml, under another name (or from /dev/fd)
-        raise McpConfigError(
-            f"the MCP config file {str(path)!r} is not valid JSON: {exc.msg} at line "
-            f"{exc.lineno} column {exc.colno} (nor Codex's TOML with [mcp_servers.NAME] "
-            f"tables)"
-        ) from exc
-
-
-def _parse_toml(path: Path, text: str) -> Any:
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise McpConfigError(f"the MCP config file {str(path)!r} is not valid TOML: {exc}") from exc
-    if "mcp_servers" not in document:
-        raise McpConfigError(
-            f"the TOML file {str(path)!r} has no [mcp_servers.NAME] table; write Codex's "
-            f'[mcp_servers.docs] with command = "..." (or url = "...")',
-            key="mcp_servers",
-        )
-    return document
-
-
-_CODEX_DROPPED: Final = frozenset({"required"})
-
-
-def _from_codex(entries: Any) -> dict[str, Any]:
-    """Codex's ``[mcp_servers.NAME]`` tables as an ``mcpServers`` document.
-
-    ``url`` is streamable HTTP; ``bearer_token_env_var``, ``http_headers`` and
-    ``env_http_headers`` become ``headers`` (the variables filled in at load, like any
-    ``${VAR}``); ``env_vars`` passes those variables through to a stdio server. The shared
-    keys (``enabled``, ``startup_timeout_sec``, ``tool_timeout_sec``, ``enabled_tools``,
-    ``disabled_tools``) are read as they are; ``required`` is accepted and has no effect
-    (every server that fails is named in its tools' errors).
-    """
-    if not isinstance(entries, Mapping):
-        raise McpConfigError(
-            f"'mcp_servers' must be a table of [mcp_servers.NAME] entries, got {entries!r:.80}",
-            key="mcp_servers",
-        )
-    servers: dict[str, Any] = {}
-    for name, raw in entries.items():
-        if not isinstance(raw, Mapping):
-            servers[name] = raw  # reported by the entry check, naming the server
-            continue
-        entry = {key: value for key, value in raw.items() if key not in _CODEX_DROPPED}
-        headers: dict[str, Any] = {}
-        plain = entry.pop("http_headers", None)
-        if isinstance(plain, Mapping):
-            headers.update(plain)
-        from_env = entry.pop("env_http_headers", None)
-        if isinstance(from_env, Mapping):
-            headers.update({header: f"${{{var}}}" for header, var in from_env.items()})
-        token_var = entry.pop("bearer_token_env_var", None)
-        if isinstance(token_var, str) and token_var:
-            headers["Authorization"] = f"Bearer ${{{token_var}}}"
-        if headers:
-            entry["headers"] = headers
-        passed = entry.pop("env_vars", None)
-        if isinstance(passed, list):
-            env = dict(entry.get("env") or {})
-            for var in passed:
-                if isinstance(var, str):
-                    env.setdefault(var, f"${{{var}}}")
-            entry["env"] = env
-        if "url" in entry and "type" not in entry:
-            entry["type"] = "http"
-        servers[name] = entry
-    return {"mcpServers": servers}
 
 
 def _parse_entry(name: str, entry: Any, *, vscode: bool) -> ServerConfig | str:
@@ -659,35 +550,3 @@ def _expand(name: str, fields: dict[str, Any]) -> dict[str, Any]:
     if isinstance(expanded.get("headers"), Mapping):
         expanded["headers"] = {k: sub("headers", v) for k, v in expanded["headers"].items()}
     return expanded
-
-
-def read_env_file(path: str, *, cwd: str | None) -> dict[str, str]:
-    """The variables of a dotenv file: ``NAME=value`` lines, ``#`` comments, ``export``.
-
-    Quotes around a value are removed (``"..."`` also unescapes ``\\n``); nothing else is
-    interpreted (no ``$`` expansion).
-
-    Raises:
-        OSError: the file cannot be read.
-    """
-    resolved = Path(path).expanduser()
-    if not resolved.is_absolute():
-        resolved = Path(cwd or os.getcwd()) / resolved
-    variables: dict[str, str] = {}
-    for line in resolved.read_text(encoding="utf-8").splitlines():
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        text = text.removeprefix("export ").lstrip()
-        key, equals, value = text.partition("=")
-        key = key.strip()
-        if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            continue
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            quoted = value[1:-1]
-            value = quoted.replace("\\n", "\n") if value[0] == '"' else quoted
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        variables[key] = value
-    return variables

@@ -45,8 +45,8 @@ from toolbatch.producers.mcp._config import (
     HttpServerConfig,
     ServerConfig,
     StdioServerConfig,
-    read_env_file,
 )
+from toolbatch.producers.mcp._documents import read_env_file
 from toolbatch.producers.mcp._limits import (
     bounded_http_client,
     bounded_http_client_factory,
