@@ -24,14 +24,11 @@ from toolbatch.producers.mcp._connection import (
 from toolbatch.producers.mcp._scrub import scrub_surrogates as scrub_surrogates
 from toolbatch.producers.mcp._servers import (
     DEFAULT_MCP_TIMEOUT_S as DEFAULT_MCP_TIMEOUT_S,
-    MAX_TOOL_NAME_CHARS as MAX_TOOL_NAME_CHARS,
     MCP_TIMEOUT_ENV as MCP_TIMEOUT_ENV,
     MCP_TOOL_TIMEOUT_ENV as MCP_TOOL_TIMEOUT_ENV,
     McpServers,
     McpServerStatus as McpServerStatus,
-    McpToolProducer,
     UnavailableToolProducer as UnavailableToolProducer,
-    mcp_tool_name as mcp_tool_name,
 )
 from toolbatch.producers.mcp._stdio import (
     DEFAULT_INHERITED_ENV_VARS,
@@ -40,6 +37,11 @@ from toolbatch.producers.mcp._stdio import (
     StdioTransport as StdioTransport,
     open_stdio_transport as open_stdio_transport,
     server_environment as server_environment,
+)
+from toolbatch.producers.mcp._tools import (
+    MAX_TOOL_NAME_CHARS as MAX_TOOL_NAME_CHARS,
+    McpToolProducer,
+    mcp_tool_name as mcp_tool_name,
 )
 from toolbatch.producers.mcp._transform import (
     DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS as DEFAULT_LARGE_OUTPUT_TRIGGER_CHARS,
