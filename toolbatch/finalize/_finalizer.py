@@ -190,8 +190,7 @@ async def finalize_turn(
     if limit is None:
         return FinalizedTurn(same, hooks)
     writer = _Writer(store, same, persist_concurrency, persist_timeout_s)
-    same, hooks = await _fit_budget(same, hooks, writer, limit, lifecycle, media_part_bytes)
-    return FinalizedTurn(same, hooks)
+    return await _fit_budget(same, hooks, writer, limit, lifecycle, media_part_bytes)
 
 
 class _Writer:
@@ -457,7 +456,7 @@ async def _fit_budget(
     limit: int,
     lifecycle: frozenset[str],
     media_part_bytes: int,
-) -> tuple[list[ToolCallResponse], list[HookText]]:
+) -> FinalizedTurn:
     # The media pass (which may await) runs only for a batch the measuring walk found media
     # in; it measures again only when the media pass changed a response.
     with collector_paused():
@@ -471,8 +470,10 @@ async def _fit_budget(
                 same = checked
                 slots = _measure(same, hooks, lifecycle)
             cuts = _plan_cuts(slots, limit)
-    if cuts is None:
-        return same, hooks  # it fits
+    assert cuts is not None
+    if type(cuts) is int:
+        return FinalizedTurn(same, hooks, cuts)  # it fits: its measured length
+    assert isinstance(cuts, _Cuts)
     with collector_paused():
         jobs = _persistence_jobs(same, hooks, cuts, writer)
         if not jobs:  # nothing to write: fitted with no await since it was planned
@@ -524,7 +525,7 @@ def _finish(
     cuts: _Cuts,
     written: dict[object, Path],
     limit: int,
-) -> tuple[list[ToolCallResponse], list[HookText]]:
+) -> FinalizedTurn:
     finalized, hooks, after, decided = _rebuild(same, hooks, cuts, written)
     log.info(
         "finalize.reduced",
@@ -539,7 +540,7 @@ def _finish(
         unpersisted=decided - len(written),
     )
     note_cuts(slots_cut=len(cuts.cut), responses_cut=len(cuts.owners))
-    return finalized, hooks
+    return FinalizedTurn(finalized, hooks)
 
 
 @dataclass(slots=True)
@@ -570,13 +571,19 @@ class _Cuts:
         return (ends[owner - 1] if owner else 0), ends[owner]
 
 
-def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
-    """Water-fill ``limit`` across the batch's slots; ``None`` when it fits."""
+def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | int:
+    """Water-fill ``limit`` across the batch's slots; the batch's length when it fits."""
     texts, ends = slots.texts, slots.ends
-    lengths = list(map(len, texts))
-    before = sum(lengths)
-    if before <= limit:
-        return None
+    if len(texts) == 1:  # a one-call turn, the usual one: no lists to make when it fits
+        before = len(texts[0])
+        if before <= limit:
+            return before
+        lengths = [before]
+    else:
+        lengths = list(map(len, texts))
+        before = sum(lengths)
+        if before <= limit:
+            return before
     allocation = allocate_budget(lengths, limit)
     cut = list(compress(range(len(lengths)), map(gt, lengths, allocation)))
     count = len(cut)
