@@ -36,7 +36,9 @@ from toolbatch import (
 )
 from toolbatch.finalize import (
     TRUNCATION_HEADER,
+    HookText,
     finalize_tool_responses,
+    finalize_turn,
     response_text_length,
 )
 
@@ -464,3 +466,15 @@ async def test_a_cut_response_is_a_model_like_any_other(
     assert pickle.loads(pickle.dumps(item)) == item
     renamed = item.model_copy(update={"name": "other"})
     assert (renamed.name, renamed.parts) == ("other", item.parts)
+
+
+async def test_a_pass_that_keeps_the_turn_reports_its_measured_length() -> None:
+    """A turn within its budget comes back with the length it was measured at (what the
+    send guard would measure), and a turn that had to be cut without one."""
+    batch = [response("a", "x" * 300), response("b", "y" * 200)]
+    kept = await finalize_turn(batch, [HookText("note")], budget=1_000)
+    assert kept.responses == batch
+    assert kept.length == 300 + 200 + len("note")
+    cut = await finalize_turn(batch, [], budget=100)
+    assert cut.length is None
+    assert sum(item.content_length for item in cut.responses) <= 100

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -427,3 +430,39 @@ async def test_progress_reaches_an_observer_that_listens_and_is_not_asked_for_ot
     assert listening.messages == [("a", "half way")]
     assert seen == [False, True, True]
     assert turn.responses[0].status == "success"
+
+
+async def test_an_aborted_sync_tool_sees_its_context_cancelled(tmp_path: Path) -> None:
+    """A sync tool polling ``context.cancelled`` in its thread sees the user's abort."""
+    started, saw_cancel = threading.Event(), threading.Event()
+
+    @tool(output_threshold=None)
+    def poll(context: ProducerContext) -> str:
+        """Wait for the abort."""
+        started.set()
+        if _poll(context):
+            saw_cancel.set()
+        return "done"
+
+    abort = anyio.Event()
+
+    async def press_abort() -> None:
+        await anyio.to_thread.run_sync(started.wait, 10.0)
+        abort.set()
+
+    config = SchedulerConfig(artifacts_dir=tmp_path)
+    async with ToolScheduler(Registry([poll]), config) as s, anyio.create_task_group() as tg:
+        tg.start_soon(press_abort)
+        turn = await s.run_batch([ToolCall(id="p", name="poll")], abort=abort)
+    assert turn.responses[0].status == "cancelled"
+    assert await anyio.to_thread.run_sync(saw_cancel.wait, 10.0)
+
+
+def _poll(context: ProducerContext) -> bool:
+    """Whether ``context.cancelled`` is set within 10 s, polled as a blocking tool would."""
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        if context.cancelled.is_set():
+            return True
+        time.sleep(0.002)
+    return False

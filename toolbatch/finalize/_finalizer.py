@@ -23,6 +23,7 @@ response is cut without a file reference, still within budget).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -95,11 +96,29 @@ PERSISTED_SLOT_SEPARATOR: Final = "\n\n"
 """A persisted response is its budgeted slot texts joined with this."""
 _THREAD_DECODE_CHARS: Final = 1 * 2**20
 """Media data longer than this is decoded in a worker thread."""
+_SMALL_BATCH: Final = 32
+"""A batch of at most this many responses is measured with the collector left on."""
+_NOT_PAUSED: Final = contextlib.nullcontext()
 
 
 def _check_positive_int(name: str, value: object, example: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be an int >= 1, got {value!r}; pass e.g. {name}={example}")
+
+
+def _check_options(
+    persist_concurrency: int, persist_timeout_s: float, media_part_bytes: int
+) -> None:
+    _check_positive_int("persist_concurrency", persist_concurrency, DEFAULT_PERSIST_CONCURRENCY)
+    _check_positive_int("media_part_bytes", media_part_bytes, DEFAULT_MEDIA_PART_BYTES)
+    if (
+        isinstance(persist_timeout_s, bool)
+        or not isinstance(persist_timeout_s, int | float)
+        or not persist_timeout_s > 0
+    ):
+        raise ConfigError(
+            f"persist_timeout_s must be a number of seconds > 0, got {persist_timeout_s!r}"
+        )
 
 
 async def finalize_tool_responses(
@@ -174,24 +193,19 @@ async def finalize_turn(
     fits is copied.
     """
     limit = effective_budget(budget)
-    _check_positive_int("persist_concurrency", persist_concurrency, DEFAULT_PERSIST_CONCURRENCY)
-    _check_positive_int("media_part_bytes", media_part_bytes, DEFAULT_MEDIA_PART_BYTES)
     if (
-        isinstance(persist_timeout_s, bool)
-        or not isinstance(persist_timeout_s, int | float)
-        or not persist_timeout_s > 0
-    ):
-        raise ConfigError(
-            f"persist_timeout_s must be a number of seconds > 0, got {persist_timeout_s!r}"
-        )
+        persist_concurrency is not DEFAULT_PERSIST_CONCURRENCY
+        or media_part_bytes is not DEFAULT_MEDIA_PART_BYTES
+        or persist_timeout_s is not DEFAULT_PERSIST_TIMEOUT_S
+    ):  # the defaults (every turn's) are valid: checked only when given
+        _check_options(persist_concurrency, persist_timeout_s, media_part_bytes)
     lifecycle = check_lifecycle_tools(lifecycle_tools)
     same = responses if isinstance(responses, list) else list(responses)
     hooks = hook_text if isinstance(hook_text, list) else list(hook_text)
     if limit is None:
         return FinalizedTurn(same, hooks)
     writer = _Writer(store, same, persist_concurrency, persist_timeout_s)
-    same, hooks = await _fit_budget(same, hooks, writer, limit, lifecycle, media_part_bytes)
-    return FinalizedTurn(same, hooks)
+    return await _fit_budget(same, hooks, writer, limit, lifecycle, media_part_bytes)
 
 
 class _Writer:
@@ -457,10 +471,11 @@ async def _fit_budget(
     limit: int,
     lifecycle: frozenset[str],
     media_part_bytes: int,
-) -> tuple[list[ToolCallResponse], list[HookText]]:
+) -> FinalizedTurn:
     # The media pass (which may await) runs only for a batch the measuring walk found media
-    # in; it measures again only when the media pass changed a response.
-    with collector_paused():
+    # in; it measures again only when the media pass changed a response. Measuring a small
+    # batch allocates too little to be worth pausing the collector for.
+    with collector_paused() if len(same) > _SMALL_BATCH else _NOT_PAUSED:
         slots = _measure(same, hooks, lifecycle)
         # The usual turn, without media, is measured and planned in one synchronous stretch.
         cuts = None if slots.media else _plan_cuts(slots, limit)
@@ -471,8 +486,10 @@ async def _fit_budget(
                 same = checked
                 slots = _measure(same, hooks, lifecycle)
             cuts = _plan_cuts(slots, limit)
-    if cuts is None:
-        return same, hooks  # it fits
+    assert cuts is not None
+    if type(cuts) is int:
+        return FinalizedTurn(same, hooks, cuts)  # it fits: its measured length
+    assert isinstance(cuts, _Cuts)
     with collector_paused():
         jobs = _persistence_jobs(same, hooks, cuts, writer)
         if not jobs:  # nothing to write: fitted with no await since it was planned
@@ -524,7 +541,7 @@ def _finish(
     cuts: _Cuts,
     written: dict[object, Path],
     limit: int,
-) -> tuple[list[ToolCallResponse], list[HookText]]:
+) -> FinalizedTurn:
     finalized, hooks, after, decided = _rebuild(same, hooks, cuts, written)
     log.info(
         "finalize.reduced",
@@ -539,7 +556,7 @@ def _finish(
         unpersisted=decided - len(written),
     )
     note_cuts(slots_cut=len(cuts.cut), responses_cut=len(cuts.owners))
-    return finalized, hooks
+    return FinalizedTurn(finalized, hooks)
 
 
 @dataclass(slots=True)
@@ -570,13 +587,19 @@ class _Cuts:
         return (ends[owner - 1] if owner else 0), ends[owner]
 
 
-def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | None:
-    """Water-fill ``limit`` across the batch's slots; ``None`` when it fits."""
+def _plan_cuts(slots: BatchSlots, limit: int) -> _Cuts | int:
+    """Water-fill ``limit`` across the batch's slots; the batch's length when it fits."""
     texts, ends = slots.texts, slots.ends
-    lengths = list(map(len, texts))
-    before = sum(lengths)
-    if before <= limit:
-        return None
+    if len(texts) == 1:  # a one-call turn, the usual one: no lists to make when it fits
+        before = len(texts[0])
+        if before <= limit:
+            return before
+        lengths = [before]
+    else:
+        lengths = list(map(len, texts))
+        before = sum(lengths)
+        if before <= limit:
+            return before
     allocation = allocate_budget(lengths, limit)
     cut = list(compress(range(len(lengths)), map(gt, lengths, allocation)))
     count = len(cut)

@@ -52,7 +52,11 @@ class FinalizedTurn:
     Attributes:
         responses: the responses, in the order given.
         hook_text: the hook texts, in the order given.
+        length: the budgeted length of both together when the pass measured them whole and
+            left them as they were (they fit), else ``None``: a send guard under the same
+            budget has nothing to check then.
     """
 
     responses: list[ToolCallResponse]
     hook_text: list[HookText]
+    length: int | None = None

@@ -8,8 +8,8 @@ job, ordering is the scheduler's.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 import anyio
@@ -65,7 +65,6 @@ UNWATCHED_OUTPUT: Final[OutputCallback] = _no_output
 output for display altogether (the shell forwards nothing)."""
 
 
-@dataclass(slots=True)
 class ProducerContext:
     """What a producer gets besides the call.
 
@@ -92,17 +91,76 @@ class ProducerContext:
         partial_result: set by a producer that is cancelled but kept what the call
             produced so far (the shell's partial output and artifact); the runtime answers
             an aborted call with it (status ``cancelled``) instead of a bare message.
+        new_event: makes ``cancelled`` when it is first read (the runtime's: most calls
+            never read it, and an event costs as much as the rest of the context); without
+            it, ``cancelled`` is made here, as given or new.
     """
 
-    store: ArtifactStore | None = None
-    log: Any = field(default_factory=lambda: structlog.get_logger("toolbatch.producer"))
-    cancelled: anyio.Event = field(default_factory=anyio.Event)
-    timeout_s: float | None = None
-    progress: ProgressCallback = UNWATCHED_PROGRESS
-    output: OutputCallback = UNWATCHED_OUTPUT
-    deadline: float | None = None
-    process_policy: ProcessPolicy | None = None
-    partial_result: ToolResult | None = None
+    __slots__ = (
+        "_cancelled",
+        "_new_event",
+        "deadline",
+        "log",
+        "output",
+        "partial_result",
+        "process_policy",
+        "progress",
+        "store",
+        "timeout_s",
+    )
+
+    def __init__(
+        self,
+        store: ArtifactStore | None = None,
+        log: Any = None,
+        cancelled: anyio.Event | None = None,
+        timeout_s: float | None = None,
+        progress: ProgressCallback = UNWATCHED_PROGRESS,
+        output: OutputCallback = UNWATCHED_OUTPUT,
+        deadline: float | None = None,
+        process_policy: ProcessPolicy | None = None,
+        partial_result: ToolResult | None = None,
+        *,
+        new_event: Callable[[], anyio.Event] | None = None,
+    ) -> None:
+        self.store = store
+        self.log = structlog.get_logger("toolbatch.producer") if log is None else log
+        if cancelled is None and new_event is None:
+            cancelled = anyio.Event()
+        self._cancelled = cancelled
+        self._new_event = new_event
+        self.timeout_s = timeout_s
+        self.progress = progress
+        self.output = output
+        self.deadline = deadline
+        self.process_policy = process_policy
+        self.partial_result = partial_result
+
+    @property
+    def cancelled(self) -> anyio.Event:
+        """Set when the call is aborted (see the class attributes)."""
+        event = self._cancelled
+        if event is None:
+            # A sync tool's thread and the event loop may both ask first: one event only.
+            with _MAKING_EVENT:
+                event = self._cancelled
+                if event is None:
+                    assert self._new_event is not None
+                    event = self._cancelled = self._new_event()
+        return event
+
+    @cancelled.setter
+    def cancelled(self, event: anyio.Event) -> None:
+        self._cancelled = event
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerContext(store={self.store!r}, timeout_s={self.timeout_s!r}, "
+            f"deadline={self.deadline!r}, process_policy={self.process_policy!r})"
+        )
+
+
+_MAKING_EVENT: Final = threading.Lock()
 
 
 @runtime_checkable

@@ -211,6 +211,8 @@ class FunctionTool:
             kwargs = {}  # a tool without arguments, called without any: nothing to check
         if self._context_param is not None:
             kwargs[self._context_param] = context
+            if not self._is_async:
+                context.cancelled  # noqa: B018 -- made on the loop, before the thread polls it
         limit = self.timeout_s
         if context.timeout_s is not None:
             limit = min(limit, context.timeout_s)

@@ -22,7 +22,6 @@ from toolbatch.finalize import (
     Budget,
     HookText,
     enforce_send_budget,
-    finalize_tool_responses,
     finalize_turn,
 )
 from toolbatch.hooks import (
@@ -72,9 +71,10 @@ class TurnCompleter:
         lifecycle = self.config.lifecycle
         # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
         context, stop_reason = _call_hook_text(responses)
-        finalized = await finalize_tool_responses(
-            responses, budget=limit, store=self._store, lifecycle_tools=lifecycle
+        first = await finalize_turn(
+            responses, (), budget=limit, store=self._store, lifecycle_tools=lifecycle
         )
+        finalized, length = first.responses, first.length
         changed = False
         if self._batch_hooks:
             batch = build_hook_input(
@@ -100,19 +100,19 @@ class TurnCompleter:
                 store=self._store,
                 lifecycle_tools=lifecycle,
             )
-            finalized, hook_text = second.responses, second.hook_text
-        turn = _guarded_turn(finalized, hook_text, limit, lifecycle, stop_reason)
+            finalized, hook_text, length = second.responses, second.hook_text, second.length
+        turn = _guarded_turn(finalized, hook_text, limit, lifecycle, stop_reason, length)
         if record is not None:
             try:
                 await record.record_turn(turn)
             except RecorderError as exc:
                 exc.turn = turn
                 raise
-        if _logs_info():  # measuring the turn again costs a walk over every part
+        if length is not None or _logs_info():  # measuring the turn again walks every part
             log.info(
                 "turn.completed",
                 responses=len(turn.responses),
-                chars=turn.content_length,
+                chars=turn.content_length if length is None else length,
                 budget=limit,
                 stopped=stop_reason is not None,
             )
@@ -146,14 +146,22 @@ def _guarded_turn(
     limit: Budget,
     lifecycle: frozenset[str],
     stop_reason: str | None,
+    length: int | None,
 ) -> Turn:
     """The turn after the send guard: the responses' parts, then the hook text's.
 
     The guard is this turn's one check at the send boundary (a no-op for a finalized
-    batch): an agent loop sends the turn's parts as they are.
+    batch): an agent loop sends the turn's parts as they are. When the last finalize pass
+    measured these very responses and hook texts whole (``length``) within the budget,
+    the guard would find the same, and is skipped.
     """
-    parts: list[Part] = [part for response in responses for part in response.parts]
-    parts.extend(hook.part() for hook in hook_text)
+    if len(responses) == 1 and not hook_text:
+        parts: list[Part] = list(responses[0].parts)
+    else:
+        parts = [part for response in responses for part in response.parts]
+        parts.extend(hook.part() for hook in hook_text)
+    if length is not None and limit is not None and length <= limit:
+        return completed_turn(responses, parts, stop_reason)
     guarded = enforce_send_budget(parts, limit, lifecycle_tools=lifecycle)
     if guarded is not parts:
         # The guard only rewrites parts in place (same count, same order): each response

@@ -91,7 +91,8 @@ class Plan:
 class Batch:
     """What every worker of one batch shares."""
 
-    aborted: anyio.Event
+    aborted: anyio.Event | None
+    """Set when the caller aborts (``None``: the caller cannot abort this batch)."""
     deadlines: Deadlines
     reporter: Reporter
     approve: ApprovalCallback | None
@@ -316,7 +317,7 @@ class CallRunner:
         runnable = [plan for plan in plans if plan.response is None]
         if not runnable:
             return
-        aborted = self._new_event()
+        aborted = None if abort is None else self._new_event()
         deadlines = Deadlines(asyncio_loop())
         batch = Batch(
             aborted,
@@ -344,6 +345,7 @@ class CallRunner:
                     for _ in range(workers):
                         tg.start_soon(self._work, queue, batch)
             else:
+                assert aborted is not None
                 async with anyio.create_task_group() as outer:
                     async with anyio.create_task_group() as tg:
                         outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
@@ -354,7 +356,7 @@ class CallRunner:
             deadlines.close()
         for plan in runnable:
             if plan.response is None:
-                self._answer_stopped(plan, aborted=aborted.is_set())
+                self._answer_stopped(plan, aborted=aborted is not None and aborted.is_set())
                 reporter.finished(plan)
 
     async def _work(
@@ -375,7 +377,7 @@ class CallRunner:
                 worker.scope = scope
                 worker.expired = False
                 for plan in queue:
-                    if abortable and aborted.is_set():
+                    if abortable and aborted is not None and aborted.is_set():
                         return  # the rest are answered as cancelled once the batch ends
                     answered += 1
                     if answered % YIELD_EVERY_CALLS == 0:
@@ -414,7 +416,7 @@ class CallRunner:
         """The response of a call whose task was cancelled (abort or deadline)."""
         call = plan.call
         if plan.context is not None:
-            plan.context.cancelled.set()
+            plan.context.cancelled.set()  # made now if the producer never asked
         partial = plan.context.partial_result if plan.context is not None else None
         if plan.timed_out or not aborted:
             plan.response = ToolCallResponse.failed(
@@ -466,21 +468,22 @@ class CallRunner:
             context = ProducerContext(
                 self._store,
                 _CallLog(call.id, call.name),
-                batch.new_event(),
+                None,
                 timeout_s,
                 deadline=deadline,
                 process_policy=self._policy,
+                new_event=batch.new_event,
             )
         else:
             context = ProducerContext(
                 store=self._store,
                 log=_CallLog(call.id, call.name),
-                cancelled=batch.new_event(),
                 timeout_s=timeout_s,
                 progress=self._progress_callback(reporter, call),
                 output=reporter.output_callback(call),
                 deadline=deadline,
                 process_policy=self._policy,
+                new_event=batch.new_event,
             )
             reporter.started(plan)
         plan.context = context

@@ -47,6 +47,7 @@ class PendingTurn:
         "_ordinals",
         "_responses",
         "_unfinished",
+        "_untraced",
         "remote",
         "telemetry",
     )
@@ -82,6 +83,9 @@ class PendingTurn:
         self._completed = False
         self.telemetry = telemetry
         self.remote = remote
+        self._untraced = False
+        """Set by ``execute`` when it found nothing recording: the completion then asks no
+        more (a turn is traced whole or not at all)."""
         self._unfinished: weakref.finalize[Any, Any] | None = None
         if telemetry is not None:
             # A turn dropped without a completion still ends its span ("not completed").

@@ -317,7 +317,9 @@ class ToolScheduler:
         responses = [plan.response for plan in plans if plan.response is not None]
         assert len(responses) == len(plans)  # every call is answered
         ordinals = [plan.ordinal for plan in plans]
-        return PendingTurn(responses, ordinals=ordinals, telemetry=telemetry)
+        pending = PendingTurn(responses, ordinals=ordinals, telemetry=telemetry)
+        pending._untraced = telemetry is None
+        return pending
 
     async def complete_turn(
         self,
@@ -371,7 +373,9 @@ class ToolScheduler:
         record = self.config.recorder if isinstance(recorder, UseConfig) else recorder
         telemetry = pending.telemetry
         if telemetry is None:
-            telemetry = begin_turn(self.config.session_id)
+            # A turn executed untraced is completed untraced: nothing records (asked anew
+            # only for a turn nothing executed here).
+            telemetry = None if pending._untraced else begin_turn(self.config.session_id)
             if telemetry is None:
                 return await completer.complete(pending.responses, limit, record)
         with telemetry.active():

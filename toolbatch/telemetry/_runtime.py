@@ -108,6 +108,7 @@ def configure(
     SETTINGS.tracer_provider = tracer_provider
     SETTINGS.meter_provider = meter_provider
     SETTINGS.capture_content = capture_content
+    _BINDING.env_provider = None  # read the provider variables again
     if _BINDING.otel is not None:
         _BINDING.otel.tracers.clear()
         _BINDING.otel.instruments.clear()
@@ -257,11 +258,13 @@ class Otel:
 class _Binding:
     """The one ``Otel`` of the process, made on first use (``None`` when not installed)."""
 
-    __slots__ = ("missing", "otel")
+    __slots__ = ("env_provider", "missing", "otel")
 
     def __init__(self) -> None:
         self.otel: Otel | None = None
         self.missing = False
+        self.env_provider: bool | None = None
+        """Whether the environment names a provider (``None``: not read yet)."""
 
     def get(self) -> Otel | None:
         if self.otel is not None or self.missing:
@@ -306,12 +309,17 @@ def recording() -> Otel | None:
     otel = _BINDING.otel
     if otel is None:
         modules = sys.modules
-        if (
-            "opentelemetry.trace" not in modules
-            and "opentelemetry.metrics" not in modules
-            and not any(name in os.environ for name in _PROVIDER_VARIABLES)
-        ):
-            return None  # nobody imported the API: no SDK can be set
+        if "opentelemetry.trace" not in modules and "opentelemetry.metrics" not in modules:
+            env_provider = _BINDING.env_provider
+            if env_provider is None:
+                # Read once (and again after ``configure``), as the API reads them once at
+                # its first ``get_tracer_provider``: a lookup in ``os.environ`` encodes the
+                # name each time, the most a batch paid here with telemetry off.
+                env_provider = _BINDING.env_provider = any(
+                    name in os.environ for name in _PROVIDER_VARIABLES
+                )
+            if not env_provider:
+                return None  # nobody imported the API: no SDK can be set
         otel = _BINDING.get()
         if otel is None:
             return None
