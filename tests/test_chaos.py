@@ -14,6 +14,7 @@ import errno
 import importlib.util
 import os
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import anyio
 import pytest
 import structlog
 
+import toolbatch.artifacts._deadline
 from bench import _chaos_checks as checks
 from bench._chaos_boundaries import BOUNDARY_KINDS, run_boundaries
 from bench._chaos_faults import (
@@ -65,6 +67,7 @@ from toolbatch import (
     Turn,
     load_session,
 )
+from toolbatch.hooks import PostToolBatchInput, PostToolBatchOutput
 
 CI_SEED = 24
 CI_SEARCH = 500
@@ -549,6 +552,78 @@ def test_small_disk_fills_up_for_real(tmp_path: Path) -> None:
         assert list(disk.mount_point.iterdir()) == []
     finally:
         disk.unmount()
+
+
+# -- regressions found by the campaign -----------------------------------------------------
+
+
+async def test_a_hook_replacing_a_shell_result_by_the_name_it_was_shown_answers_the_call(
+    tmp_path: Path,
+) -> None:
+    """Seed 24, batch 135: a PostToolBatch hook is shown the shell as ``Bash`` and answers
+    with that name; the model still gets a functionResponse for its ``run_shell_command``
+    call, in its place."""
+    shown: list[str] = []
+
+    async def replace_first(batch: PostToolBatchInput) -> PostToolBatchOutput:
+        [target] = [call for call in batch.tool_calls if call.tool_use_id == "s"]
+        shown.append(target.tool_name)
+        answer = FunctionResponse(
+            id=target.tool_use_id, name=target.tool_name, response={"output": "by a hook"}
+        )
+        part = FunctionResponsePart(functionResponse=answer)
+        given = ToolCallResponse(call_id=target.tool_use_id, name=target.tool_name, parts=[part])
+        return PostToolBatchOutput(replace={target.tool_use_id: given})
+
+    calls = [
+        {"id": "s", "name": "run_shell_command", "args": {"command": "echo s"}, "ordinal": 1},
+        {"id": "e", "name": "chaos_echo", "args": {"text": "e"}, "ordinal": 0},
+    ]
+    expected = [_spec("e", "chaos_echo", position=0), _spec("s", "run_shell_command", 1)]
+    config = SchedulerConfig(
+        store=ChaosStore(tmp_path / "a", fallback_dir=tmp_path / "f"), hooks=[replace_first]
+    )
+    async with ToolScheduler(build_registry([]), config) as scheduler:
+        turn = await scheduler.run_batch(calls)
+    assert shown == ["Bash"]  # the shell's name as Claude Code's hooks know it
+    assert checks.order_problems(expected, turn.responses, turn.parts) == []
+    first = turn.responses[1].parts[0]
+    assert isinstance(first, FunctionResponsePart)
+    answer = first.function_response
+    assert (answer.id, answer.name) == ("s", "run_shell_command")
+    assert answer.response == {"output": "by a hook"}
+
+
+async def test_a_hanging_disk_delays_a_turn_by_one_persist_deadline_not_one_per_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 24, batch 121: the disk hangs, the first finalize pass cuts a result and a hook
+    replaces it with new text the second pass cuts too; the turn waits for the store once
+    (the persist deadline, 2 s here), not once per pass, and never past the caller's scope."""
+    monkeypatch.setattr(toolbatch.artifacts._deadline, "DEFAULT_PERSIST_TIMEOUT_S", 2.0)
+    store = ChaosStore(tmp_path / "a", fallback_dir=tmp_path / "f")
+    store.disk_back.clear()
+
+    async def replace(batch: PostToolBatchInput) -> PostToolBatchOutput:
+        call_id = batch.tool_calls[0].tool_use_id
+        given = _response(call_id, "chaos_echo", output="replaced by a hook\n" * 2_000)
+        return PostToolBatchOutput(replace={call_id: given})
+
+    calls = [{"id": "e", "name": "chaos_echo", "args": {"text": "a line of output\n" * 2_000}}]
+    config = SchedulerConfig(batch_budget=5_000, store=store, hooks=[replace])
+    try:
+        async with ToolScheduler(build_registry([]), config) as scheduler:
+            started = time.monotonic()
+            with anyio.fail_after(10):  # before: 30 s a pass, the caller's scope ignored
+                turn = await scheduler.run_batch(calls)
+            elapsed = time.monotonic() - started
+    finally:
+        store.disk_back.set()
+    assert elapsed < 3.5  # one 2 s deadline; one a pass would be over 4 s
+    [response] = turn.responses
+    assert response.content_length <= 5_000
+    assert response.persisted_output_files == ()
+    assert "replaced by a hook" in checks.dump_parts(response.parts)
 
 
 # -- the short campaign (the CI run of `make chaos`) ---------------------------------------
