@@ -1,9 +1,10 @@
 """``make chaos``: a seeded, bounded fault campaign against the real scheduler.
 
-``python -m bench.chaos [--seed N] [--batches N | --cover N] [--keep] [--verbose]`` runs N
-batches (default 500), or the few of the first N that together inject every fault kind
-those N do (``--cover``, what ``tests/test_chaos.py`` runs), of real shell commands, MCP
-calls to the test server, custom tools, hooks and artifact-store faults, checks every
+``python -m bench.chaos [--seed N] [--batches N | --cover N | --indices I [I ...]] [--keep]
+[--verbose]`` runs N batches (default 500), or the few of the first N that together inject
+every fault kind those N do (``--cover``, what ``tests/test_chaos.py`` runs), or the
+batches numbered (``--indices 121 135``: failures again, alone), of real shell commands,
+MCP calls to the test server, custom tools, hooks and artifact-store faults, checks every
 invariant after each batch, prints a table, and exits 1 if any violation counter is above
 zero (2 if the campaign could not run).
 
@@ -77,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="run only the few of the first N batches that inject every fault kind they do",
     )
+    runs.add_argument(
+        "--indices",
+        type=int,
+        nargs="+",
+        metavar="I",
+        help="run only these batch numbers (as a failure's details name them)",
+    )
     parser.add_argument(
         "--work-dir", type=Path, help="where to make the work directory (default: the temp dir)"
     )
@@ -87,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--batches must be at least 1, got {args.batches}")
     if args.cover is not None and args.cover < 1:
         parser.error(f"--cover must be at least 1 batch, got {args.cover}")
+    if args.indices is not None and min(args.indices) < 0:
+        parser.error(f"--indices are batch numbers >= 0, got {min(args.indices)}")
     indices = None if args.cover is None else covering_batches(args.seed, search=args.cover)
+    if args.indices is not None:
+        indices = tuple(dict.fromkeys(args.indices))
     options = CampaignOptions(
         seed=args.seed,
         batches=args.batches,

@@ -4,7 +4,8 @@ Every violation counter of ``bench._chaos_run.VIOLATIONS`` is shown a deliberate
 input here (a checker that cannot fail is a defect); then a short campaign with a fixed
 seed runs against the real scheduler, shell, MCP test server, hooks and failing store: 22
 cheap batches of the first 500 that together inject every fault kind those 500 inject (80
-kinds in 85 calls, where the first 50 batches inject 71 kinds in 245 calls).
+kinds in 85 calls, where the first 50 batches inject 71 kinds in 245 calls), and the cheap
+batches that once failed (``REGRESSIONS``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import errno
 import importlib.util
 import os
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import anyio
 import pytest
 import structlog
 
+import toolbatch.artifacts._deadline
 from bench import _chaos_checks as checks
 from bench._chaos_boundaries import BOUNDARY_KINDS, run_boundaries
 from bench._chaos_faults import (
@@ -65,10 +68,14 @@ from toolbatch import (
     Turn,
     load_session,
 )
+from toolbatch.hooks import PostToolBatchInput, PostToolBatchOutput
 
 CI_SEED = 24
 CI_SEARCH = 500
 """The CI campaign runs the batches of the first 500 that cover every fault kind."""
+REGRESSIONS = (135,)
+"""Batches of seed 24 that failed once, run again by the CI campaign. Batch 121 (42 s of a
+hanging disk by design) runs as its scenario instead: see the regression tests below."""
 ROOT = Path(__file__).resolve().parents[1]
 ELSEWHERE = {
     # 11 s of CPU in the campaign, for scenarios the suite already runs as they are.
@@ -455,15 +462,23 @@ def test_every_violation_counter_makes_the_campaign_fail() -> None:
         assert "batch 3: broken on purpose" in table
 
 
-@pytest.mark.parametrize("args", [["--batches", "0"], ["--cover", "0"]], ids=["batches", "cover"])
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        pytest.param(["--batches", "0"], "--batches must be at least 1, got 0", id="batches"),
+        pytest.param(["--cover", "0"], "--cover must be at least 1 batch, got 0", id="cover"),
+        pytest.param(["--indices", "3", "-1"], "batch numbers >= 0, got -1", id="indices"),
+        pytest.param(["--indices"], "expected at least one argument", id="no-indices"),
+    ],
+)
 def test_the_command_line_rejects_an_empty_campaign(
-    args: list[str], capsys: pytest.CaptureFixture[str]
+    args: list[str], error: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--batches 0 and --cover 0 are usage errors naming the option and the value."""
+    """No batches, or a batch number below 0, is a usage error naming the option and value."""
     with pytest.raises(SystemExit) as raised:
         main(args)
     assert raised.value.code == 2
-    assert f"{args[0]} must be at least 1" in capsys.readouterr().err
+    assert error in capsys.readouterr().err
 
 
 # -- the fault injection is real --------------------------------------------------------
@@ -551,6 +566,78 @@ def test_small_disk_fills_up_for_real(tmp_path: Path) -> None:
         disk.unmount()
 
 
+# -- regressions found by the campaign -----------------------------------------------------
+
+
+async def test_a_hook_replacing_a_shell_result_by_the_name_it_was_shown_answers_the_call(
+    tmp_path: Path,
+) -> None:
+    """Seed 24, batch 135: a PostToolBatch hook is shown the shell as ``Bash`` and answers
+    with that name; the model still gets a functionResponse for its ``run_shell_command``
+    call, in its place."""
+    shown: list[str] = []
+
+    async def replace_first(batch: PostToolBatchInput) -> PostToolBatchOutput:
+        [target] = [call for call in batch.tool_calls if call.tool_use_id == "s"]
+        shown.append(target.tool_name)
+        answer = FunctionResponse(
+            id=target.tool_use_id, name=target.tool_name, response={"output": "by a hook"}
+        )
+        part = FunctionResponsePart(functionResponse=answer)
+        given = ToolCallResponse(call_id=target.tool_use_id, name=target.tool_name, parts=[part])
+        return PostToolBatchOutput(replace={target.tool_use_id: given})
+
+    calls = [
+        {"id": "s", "name": "run_shell_command", "args": {"command": "echo s"}, "ordinal": 1},
+        {"id": "e", "name": "chaos_echo", "args": {"text": "e"}, "ordinal": 0},
+    ]
+    expected = [_spec("e", "chaos_echo", position=0), _spec("s", "run_shell_command", 1)]
+    config = SchedulerConfig(
+        store=ChaosStore(tmp_path / "a", fallback_dir=tmp_path / "f"), hooks=[replace_first]
+    )
+    async with ToolScheduler(build_registry([]), config) as scheduler:
+        turn = await scheduler.run_batch(calls)
+    assert shown == ["Bash"]  # the shell's name as Claude Code's hooks know it
+    assert checks.order_problems(expected, turn.responses, turn.parts) == []
+    first = turn.responses[1].parts[0]
+    assert isinstance(first, FunctionResponsePart)
+    answer = first.function_response
+    assert (answer.id, answer.name) == ("s", "run_shell_command")
+    assert answer.response == {"output": "by a hook"}
+
+
+async def test_a_hanging_disk_delays_a_turn_by_one_persist_deadline_not_one_per_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 24, batch 121: the disk hangs, the first finalize pass cuts a result and a hook
+    replaces it with new text the second pass cuts too; the turn waits for the store once
+    (the persist deadline, 2 s here), not once per pass, and never past the caller's scope."""
+    monkeypatch.setattr(toolbatch.artifacts._deadline, "DEFAULT_PERSIST_TIMEOUT_S", 2.0)
+    store = ChaosStore(tmp_path / "a", fallback_dir=tmp_path / "f")
+    store.disk_back.clear()
+
+    async def replace(batch: PostToolBatchInput) -> PostToolBatchOutput:
+        call_id = batch.tool_calls[0].tool_use_id
+        given = _response(call_id, "chaos_echo", output="replaced by a hook\n" * 2_000)
+        return PostToolBatchOutput(replace={call_id: given})
+
+    calls = [{"id": "e", "name": "chaos_echo", "args": {"text": "a line of output\n" * 2_000}}]
+    config = SchedulerConfig(batch_budget=5_000, store=store, hooks=[replace])
+    try:
+        async with ToolScheduler(build_registry([]), config) as scheduler:
+            started = time.monotonic()
+            with anyio.fail_after(10):  # before: 30 s a pass, the caller's scope ignored
+                turn = await scheduler.run_batch(calls)
+            elapsed = time.monotonic() - started
+    finally:
+        store.disk_back.set()
+    assert elapsed < 3.5  # one 2 s deadline; one a pass would be over 4 s
+    [response] = turn.responses
+    assert response.content_length <= 5_000
+    assert response.persisted_output_files == ()
+    assert "replaced by a hook" in checks.dump_parts(response.parts)
+
+
 # -- the short campaign (the CI run of `make chaos`) ---------------------------------------
 
 KNOWN_BUGS: dict[str, str] = {}
@@ -560,7 +647,7 @@ campaign = pytest.mark.xdist_group("chaos-campaign")
 
 @pytest.fixture(scope="module")
 def ci_indices() -> tuple[int, ...]:
-    return covering_batches(CI_SEED, search=CI_SEARCH)
+    return tuple(sorted({*covering_batches(CI_SEED, search=CI_SEARCH), *REGRESSIONS}))
 
 
 @pytest.fixture(scope="module")

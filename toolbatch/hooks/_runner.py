@@ -19,7 +19,14 @@ import anyio
 import structlog
 from pydantic import JsonValue, ValidationError
 
-from toolbatch._core import InlineDataPart, Part, ToolCallResponse, parts_adapter
+from toolbatch._core import (
+    FunctionResponse,
+    FunctionResponsePart,
+    InlineDataPart,
+    Part,
+    ToolCallResponse,
+    parts_adapter,
+)
 from toolbatch.hooks._bounds import DEFAULT_HOOK_INPUT_CHARS, bound_json_each
 from toolbatch.hooks._claude_names import claude_tool_input, claude_tool_name
 from toolbatch.hooks._command import CommandHook, HookFailed
@@ -215,6 +222,24 @@ class HookOutcome:
     stop_reason: str | None = None
 
 
+def _answering(original: ToolCallResponse, part: Part) -> Part:
+    """``part`` with its functionResponse addressed to ``original``'s call.
+
+    Hooks see the shell as ``Bash`` (Claude Code's name), so a hook that answers with the
+    ``tool_name`` it was shown would otherwise pair its response with no call of the model's.
+    """
+    if not isinstance(part, FunctionResponsePart):
+        return part
+    answer = part.function_response
+    if answer.id == original.call_id and answer.name == original.name:
+        return part
+    return FunctionResponsePart(
+        functionResponse=FunctionResponse(
+            id=original.call_id, name=original.name, response=answer.response
+        )
+    )
+
+
 def _replacement(original: ToolCallResponse, given: ToolCallResponse) -> ToolCallResponse:
     # Re-validate through the wire form: nothing internal survives (persisted_output_files
     # in particular), and malformed parts are rejected like any other hook answer.
@@ -225,7 +250,7 @@ def _replacement(original: ToolCallResponse, given: ToolCallResponse) -> ToolCal
         {
             "call_id": original.call_id,
             "name": original.name,
-            "parts": parts,
+            "parts": [_answering(original, part) for part in parts],
             "display": given.display,
             "error": given.error,
             "error_type": given.error_type,

@@ -13,10 +13,11 @@ import logging
 from collections.abc import Sequence
 from typing import Final
 
+import anyio
 import structlog
 
 from toolbatch._core import Part, ToolCallResponse, Turn, completed_turn
-from toolbatch.artifacts import ArtifactStore
+from toolbatch.artifacts import ArtifactStore, persist_deadline
 from toolbatch.errors import RecorderError
 from toolbatch.finalize import (
     Budget,
@@ -41,6 +42,8 @@ __all__ = ["TurnCompleter", "transcript_path"]
 log = structlog.get_logger("toolbatch.scheduler")
 
 CALL_HOOK_STOP_NOTE: Final = "A hook stopped the agent after these tool results: "
+MIN_PERSIST_S: Final = 0.001
+"""What a finalize pass gets to persist once the turn's persist deadline has passed."""
 
 
 class TurnCompleter:
@@ -71,8 +74,16 @@ class TurnCompleter:
         lifecycle = self.config.lifecycle
         # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
         context, stop_reason = _call_hook_text(responses)
+        # One persist deadline for the turn, both passes, never past the caller's scopes: a
+        # hanging disk delays a turn by it once, not once per pass.
+        persist_until = persist_deadline()
         first = await finalize_turn(
-            responses, (), budget=limit, store=self._store, lifecycle_tools=lifecycle
+            responses,
+            (),
+            budget=limit,
+            store=self._store,
+            lifecycle_tools=lifecycle,
+            persist_timeout_s=_seconds_left(persist_until),
         )
         finalized, length = first.responses, first.length
         changed = False
@@ -99,6 +110,7 @@ class TurnCompleter:
                 budget=limit,
                 store=self._store,
                 lifecycle_tools=lifecycle,
+                persist_timeout_s=_seconds_left(persist_until),
             )
             finalized, hook_text, length = second.responses, second.hook_text, second.length
         turn = _guarded_turn(finalized, hook_text, limit, lifecycle, stop_reason, length)
@@ -117,6 +129,12 @@ class TurnCompleter:
                 stopped=stop_reason is not None,
             )
         return turn
+
+
+def _seconds_left(deadline: float) -> float:
+    """Seconds until ``deadline`` on the anyio clock; a past one still gives a pass a moment
+    (finalize needs a timeout > 0), so its writes are abandoned at once."""
+    return max(deadline - anyio.current_time(), MIN_PERSIST_S)
 
 
 def _logs_info() -> bool:
