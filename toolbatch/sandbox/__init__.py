@@ -36,6 +36,10 @@ from toolbatch.sandbox._reaper import (
     forget_group as forget_group,
     reap_with_host as reap_with_host,
 )
+from toolbatch.sandbox._spawner import (
+    SpawnedCommand as SpawnedCommand,
+    SpawnerLost as SpawnerLost,
+)
 
 __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",

@@ -41,6 +41,7 @@ __all__ = [
     "find_bubblewrap",
     "namespace_argv",
     "read_only_binds",
+    "seccomp_pipe",
     "unix_socket_filter",
 ]
 
@@ -133,6 +134,20 @@ def read_only_binds(paths: Sequence[Path]) -> list[str]:
         if os.path.exists(path):
             argv += ["--ro-bind", os.fspath(path), os.fspath(path)]
     return argv
+
+
+def seccomp_pipe(program: bytes) -> int:
+    """A pipe's read end holding ``program`` for one ``bwrap --seccomp`` (which reads it to
+    the end); pass it to the child and close it after the spawn."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)  # a few hundred bytes: far below a pipe's size
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return read_fd
 
 
 # seccomp: a classic BPF program over struct seccomp_data {int nr; u32 arch; u64 ip;

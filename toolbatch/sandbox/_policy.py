@@ -92,10 +92,12 @@ from toolbatch.sandbox._bubblewrap import (
     find_bubblewrap,
     namespace_argv,
     read_only_binds,
+    seccomp_pipe,
     unix_socket_filter,
 )
 from toolbatch.sandbox._environment import SHELL_ENV_MODES, ShellEnvMode, shell_environment
 from toolbatch.sandbox._process import SpawnThread
+from toolbatch.sandbox._spawner import Spawner
 
 __all__ = [
     "SANDBOX_MODES",
@@ -173,6 +175,8 @@ class ProcessPolicy:
     """The ``bwrap`` options each command runs under (``()``: no namespaces)."""
     seccomp: bytes | None = field(default=None, repr=False)
     """The seccomp program ``bwrap`` applies (no UNIX sockets while the network is off)."""
+    spawner: Spawner | None = field(default=None, repr=False)
+    """The session's long-lived ``bwrap`` that starts each command (``_spawner``)."""
 
     @property
     def namespaced(self) -> bool:
@@ -197,15 +201,7 @@ class ProcessPolicy:
         end), or ``None`` without one; pass it to the child and close it after the spawn."""
         if self.seccomp is None or not self.wrapper:
             return None
-        read_fd, write_fd = os.pipe()
-        try:
-            os.write(write_fd, self.seccomp)  # a few hundred bytes: far below a pipe's size
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        return read_fd
+        return seccomp_pipe(self.seccomp)
 
     def absent_protected(self) -> tuple[Path, ...]:
         """The ``PROTECTED_NAMES`` of the workspace roots that do not exist now: a command
@@ -624,6 +620,15 @@ def _namespaced(
             layers.append("landlock")
     if seccomp is not None:
         layers.append("seccomp")
+    spawner = Spawner(
+        wrapper=wrapper,
+        binds=lambda: read_only_binds(policy.protected),
+        watched=(*policy.protected, *writable),
+        environment=policy.environment or {},
+        seccomp=lambda: None if seccomp is None else seccomp_pipe(seccomp),
+        spawn_thread=thread,
+    )
+    stack.callback(spawner.close)  # before the confined thread's (the stack unwinds LIFO)
     log.info(
         "sandbox.ready",
         mode=policy.sandbox,
@@ -642,4 +647,5 @@ def _namespaced(
         spawn_thread=thread,
         wrapper=wrapper,
         seccomp=seccomp,
+        spawner=spawner,
     )

@@ -1,0 +1,133 @@
+"""The program that runs inside a session's ``bwrap``: it starts the session's commands.
+
+It is run as ``python -I -S -c SPAWNER_SOURCE FD`` (no ``site``, no toolbatch import: a few
+milliseconds, once per session) with ``FD`` the spawner's end of a ``SOCK_SEQPACKET``
+socketpair the host made before ``bwrap`` started (the seccomp filter refuses
+``socket(AF_UNIX)``, not an inherited socket nor ``sendmsg``/``recvmsg``).
+
+Protocol (one datagram each way, never more):
+
+* ``ready`` from the spawner once it runs.
+* Per command, from the host: ``marshal.dumps((argv, cwd, env))`` (or ``b""`` with a memfd
+  holding it, for large ones) with ``SCM_RIGHTS`` fds ``[channel, stdin, stdout, stderr]``
+  (then the memfd). ``channel`` is the command's own ``SOCK_SEQPACKET`` end: the host reads
+  the command's replies there.
+* Per command, from its *supervisor* (a fork of the spawner) on ``channel``: ``S`` once the
+  shell is started, or ``X<errno> <message>`` / ``V<message>`` when it could not be
+  (``OSError`` / ``ValueError``); then ``E<exit code> <alone>`` when the shell exits
+  (``alone``: 1 when no other process of the command is left). The host reads the
+  supervisor's host pid from the ``SCM_CREDENTIALS`` every datagram carries (the kernel
+  translates it into the host's PID namespace).
+
+The supervisor is the command's session and process-group leader and a child subreaper, so
+everything the command starts stays beneath it (``setsid`` escapees included) until it is
+stopped; it ignores the catchable signals a command may send its group (``kill 0``), so it
+survives to report the exit status, and leaves once no process of the command is left. The
+spawner exits on EOF (the host closed its end, or died): the namespace's init then exits and
+the kernel kills every process in it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["SPAWNER_SOURCE"]
+
+SPAWNER_SOURCE: Final = r"""
+import array, ctypes, marshal, os, signal, socket, sys
+
+PR_SET_CHILD_SUBREAPER = 36
+IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE,
+           signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGUSR1, signal.SIGUSR2,
+           signal.SIGALRM)
+RESET = IGNORED + (signal.SIGCHLD,)
+libc = ctypes.CDLL(None, use_errno=True)
+control = socket.socket(fileno=int(sys.argv[1]))
+control.set_inheritable(False)
+for number in IGNORED:
+    signal.signal(number, signal.SIG_IGN)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the supervisors
+FDS = socket.CMSG_SPACE(8 * array.array("i").itemsize)
+
+
+def spawn(argv, env, stdio):
+    actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)]
+    if "/" in argv[0]:
+        candidates = [argv[0]]
+    else:
+        candidates = [os.path.join(d, argv[0]) for d in os.get_exec_path(env)]
+    failure = None
+    for path in candidates:
+        try:
+            return os.posix_spawn(path, argv, env, file_actions=actions, setsigdef=RESET)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            failure = failure or exc
+        except PermissionError as exc:
+            failure = exc
+    raise failure or FileNotFoundError(2, "No such file or directory", argv[0])
+
+
+def supervise(data, fds):
+    channel = socket.socket(fileno=fds[0])
+    try:
+        os.setsid()
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if not data:
+            with open(fds[4], "rb") as memfd:
+                data = memfd.read()
+        argv, cwd, env = marshal.loads(data)
+        os.chdir(cwd)
+        shell = spawn(argv, env, fds[1:4])
+    except ValueError as exc:
+        channel.send(b"V" + str(exc).encode("utf-8", "replace"))
+        os._exit(127)
+    except OSError as exc:
+        channel.send(b"X%d %s" % (exc.errno or 0, (exc.strerror or str(exc)).encode()))
+        os._exit(127)
+    for fd in fds[1:]:
+        os.close(fd)
+    channel.send(b"S")
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        if pid != shell:
+            continue
+        alone = 0
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                alone = 1
+                break
+            if pid == 0:
+                break
+        channel.send(b"E%d %d" % (os.waitstatus_to_exitcode(status), alone))
+        if alone:
+            os._exit(0)
+
+
+control.send(b"ready")
+while True:
+    data, ancillary, _, _ = control.recvmsg(1 << 20, FDS, socket.MSG_CMSG_CLOEXEC)
+    fds = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            array_ = array.array("i")
+            array_.frombytes(payload[: len(payload) - len(payload) % array_.itemsize])
+            fds.extend(array_)
+    if not data and not fds:
+        break
+    if len(fds) >= 4:
+        if os.fork() == 0:
+            try:
+                control.close()
+                supervise(data, fds)
+            finally:
+                os._exit(127)
+    for fd in fds:
+        os.close(fd)
+"""
+"""The spawner (``python -I -S -c SPAWNER_SOURCE FD``); see the module docstring."""
