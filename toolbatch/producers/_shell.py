@@ -87,7 +87,7 @@ from toolbatch.sandbox import (
     ProcessPolicy,
     SpawnedCommand,
     SpawnerLost,
-    group_alive,
+    command_alive,
     open_group_process,
     open_pipe,
     stop_group,
@@ -700,7 +700,7 @@ class ShellProducer:
         with anyio.move_on_after(self._drain_s):
             await pump_done.wait()
         ending.pipe_held = not pump_done.is_set()
-        if ending.reason == "exited" and self._kill_background and await group_alive(process.pid):
+        if ending.reason == "exited" and self._kill_background and await command_alive(process):
             stop = await stop_group(process, grace_s=self._kill_grace_s)
             ending.background_stopped = stop.terminated or stop.killed
         ending.returncode = process.returncode

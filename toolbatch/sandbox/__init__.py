@@ -26,6 +26,7 @@ from toolbatch.sandbox._policy import (
 from toolbatch.sandbox._process import (
     GroupStop as GroupStop,
     SpawnThread as SpawnThread,
+    command_alive as command_alive,
     group_alive as group_alive,
     open_group_process as open_group_process,
     open_pipe as open_pipe,

@@ -55,6 +55,7 @@ __all__ = [
     "SpawnThread",
     "TreeProcess",
     "children_by_parent",
+    "command_alive",
     "group_alive",
     "group_members",
     "open_group_process",
@@ -111,6 +112,10 @@ class TreeProcess(anyio.abc.Process):
 
     async def stop(self, *, grace_s: float) -> GroupStop:
         """Stop every process of the command (SIGTERM, the grace, SIGKILL) and wait."""
+        raise NotImplementedError
+
+    async def alive(self) -> bool:
+        """Whether a process of the command is left."""
         raise NotImplementedError
 
 
@@ -345,6 +350,13 @@ async def group_alive(pgid: int) -> bool:
         return False
     members = await anyio.to_thread.run_sync(group_members, pgid)
     return bool(members)
+
+
+async def command_alive(process: anyio.abc.Process) -> bool:
+    """Whether a process of ``process``'s command is left: its tree's, or its group's."""
+    if isinstance(process, TreeProcess):
+        return await process.alive()
+    return await group_alive(process.pid)
 
 
 async def wait_group_gone(pgid: int) -> None:

@@ -415,7 +415,6 @@ class SpawnedCommand(TreeProcess):
         self._instance = instance
         self._spawner = spawner
         self._pid = 0
-        self._pidfd: int | None = None
         self._code: int | None = None
         self._alone = False
         self._eof = False
@@ -492,8 +491,6 @@ class SpawnedCommand(TreeProcess):
             raise ValueError(first[1:].decode("utf-8", "replace"))
         if self._pid <= 0:  # never signal group 0 (our own) or -1 (everything)
             raise self._lose("the sandbox's spawner replied without credentials")
-        with contextlib.suppress(OSError):
-            self._pidfd = os.pidfd_open(self._pid)
         self._take(rest)
 
     def _lose(self, reason: str) -> SpawnerLost:
@@ -517,12 +514,14 @@ class SpawnedCommand(TreeProcess):
             if self._code is None:
                 self.lost = self._lost_reason()
                 return -signal.SIGKILL
-            if self._alone and self._pidfd is not None:
-                # The supervisor leaves at once; until it has, the group looks alive.
-                with anyio.move_on_after(SUPERVISOR_EXIT_S):
-                    await anyio.wait_readable(self._pidfd)
-                self._alone = False
         return self._code
+
+    async def alive(self) -> bool:
+        """Whether a process of the command is left (after the shell's exit): none when the
+        supervisor said so (it leaves at once), else those it holds or its group does."""
+        if self._alone or self._pid <= 0:
+            return False
+        return bool(await anyio.to_thread.run_sync(self._members))
 
     def _lost_reason(self) -> str:
         if not self._instance.alive():
@@ -604,9 +603,6 @@ class SpawnedCommand(TreeProcess):
             self._close()
 
     def _close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
         self._channel.close()
         if not self._released:
             self._released = True

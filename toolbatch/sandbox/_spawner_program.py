@@ -12,19 +12,22 @@ Protocol (one datagram each way, never more):
   holding it, for large ones) with ``SCM_RIGHTS`` fds ``[channel, stdin, stdout, stderr]``
   (then the memfd). ``channel`` is the command's own ``SOCK_SEQPACKET`` end: the host reads
   the command's replies there.
-* Per command, from its *supervisor* (a fork of the spawner) on ``channel``: ``S`` once the
+* Per command, from its *supervisor* on ``channel``: ``S`` once the
   shell is started, or ``X<errno> <message>`` / ``V<message>`` when it could not be
   (``OSError`` / ``ValueError``); then ``E<exit code> <alone>`` when the shell exits
   (``alone``: 1 when no other process of the command is left). The host reads the
   supervisor's host pid from the ``SCM_CREDENTIALS`` every datagram carries (the kernel
   translates it into the host's PID namespace).
 
-The supervisor is the command's session and process-group leader and a child subreaper, so
+A supervisor is forked in advance and waits on the control socket itself: it takes the next
+request, tells the spawner (a byte on a pipe), which forks the next one, so the fork (about
+0.5 ms of copying a Python process, more under load) is off the command's path. The
+supervisor is the command's session and process-group leader and a child subreaper, so
 everything the command starts stays beneath it (``setsid`` escapees included) until it is
 stopped; it ignores the catchable signals a command may send its group (``kill 0``), so it
 survives to report the exit status, and leaves once no process of the command is left. The
-spawner exits on EOF (the host closed its end, or died): the namespace's init then exits and
-the kernel kills every process in it.
+waiting supervisor reads EOF when the host closes its end (or dies) and tells the spawner,
+which exits: the namespace's init then exits and the kernel kills every process in it.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from typing import Final
 __all__ = ["SPAWNER_SOURCE"]
 
 SPAWNER_SOURCE: Final = r"""
-import array, ctypes, marshal, os, signal, socket, sys
+import array, ctypes, gc, marshal, os, signal, socket, sys
 
+gc.disable()  # nothing cyclic here; a collection would touch (copy) every page after a fork
 PR_SET_CHILD_SUBREAPER = 36
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE,
            signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGUSR1, signal.SIGUSR2,
@@ -53,26 +57,21 @@ FDS = socket.CMSG_SPACE(8 * array.array("i").itemsize)
 def spawn(argv, env, stdio):
     actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)]
     if "/" in argv[0]:
-        candidates = [argv[0]]
+        path = argv[0]
     else:
-        candidates = [os.path.join(d, argv[0]) for d in os.get_exec_path(env)]
-    failure = None
-    for path in candidates:
-        try:
-            return os.posix_spawn(path, argv, env, file_actions=actions, setsigdef=RESET)
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            failure = failure or exc
-        except PermissionError as exc:
-            failure = exc
-    raise failure or FileNotFoundError(2, "No such file or directory", argv[0])
+        # As execvp, but each candidate is checked with access(2) first: a failed
+        # posix_spawn costs a whole clone.
+        candidates = [os.path.join(d or ".", argv[0]) for d in os.get_exec_path(env)]
+        found = [c for c in candidates if os.access(c, os.X_OK) and not os.path.isdir(c)]
+        if not found:
+            raise FileNotFoundError(2, "No such file or directory: %r" % argv[0])
+        path = found[0]
+    return os.posix_spawn(path, argv, env, file_actions=actions, setsigdef=RESET)
 
 
 def supervise(data, fds):
     channel = socket.socket(fileno=fds[0])
     try:
-        os.setsid()
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if not data:
             with open(fds[4], "rb") as memfd:
                 data = memfd.read()
@@ -109,25 +108,55 @@ def supervise(data, fds):
             os._exit(0)
 
 
+def receive():
+    # The next request's payload and fds; None at EOF (the host is gone or done).
+    while True:
+        data, ancillary, _, _ = control.recvmsg(1 << 20, FDS, socket.MSG_CMSG_CLOEXEC)
+        fds = []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                received = array.array("i")
+                received.frombytes(payload[: len(payload) - len(payload) % received.itemsize])
+                fds.extend(received)
+        if not data and not fds:
+            return None
+        if len(fds) >= 4:
+            return data, fds
+        for fd in fds:
+            os.close(fd)
+
+
+def wait_for_request():
+    # A supervisor made in advance: session leader and subreaper before its request comes,
+    # so that only chdir and posix_spawn are left when it does.
+    os.close(taken_read)
+    os.setsid()
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    request = receive()
+    os.write(taken_write, b"q" if request is None else b"t")  # the spawner makes the next
+    os.close(taken_write)
+    if request is not None:
+        control.close()
+        supervise(*request)
+
+
+def make_supervisor():
+    if os.fork() == 0:
+        try:
+            wait_for_request()
+        finally:
+            os._exit(127)
+
+
+taken_read, taken_write = os.pipe()
+make_supervisor()
 control.send(b"ready")
 while True:
-    data, ancillary, _, _ = control.recvmsg(1 << 20, FDS, socket.MSG_CMSG_CLOEXEC)
-    fds = []
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            array_ = array.array("i")
-            array_.frombytes(payload[: len(payload) - len(payload) % array_.itemsize])
-            fds.extend(array_)
-    if not data and not fds:
+    taken = os.read(taken_read, 256)
+    if not taken or b"q" in taken:
         break
-    if len(fds) >= 4:
-        if os.fork() == 0:
-            try:
-                control.close()
-                supervise(data, fds)
-            finally:
-                os._exit(127)
-    for fd in fds:
-        os.close(fd)
+    for _ in range(taken.count(b"t")):
+        make_supervisor()
 """
 """The spawner (``python -I -S -c SPAWNER_SOURCE FD``); see the module docstring."""
