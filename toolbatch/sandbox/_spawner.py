@@ -36,6 +36,7 @@ import array
 import contextlib
 import marshal
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -45,7 +46,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 import anyio
 import anyio.to_thread
@@ -73,11 +74,14 @@ SPAWNER_START_S: Final = 10.0
 SPAWN_REPLY_S: Final = 10.0
 """How long a live, running spawner gets to start one command (normally about 1 ms)."""
 SPAWN_CHECK_S: Final = 0.25
-"""How often a waiting request checks that the spawner is alive and not stopped."""
+"""How often a waiting request checks that the spawner is alive and not stopped, and a
+running command's supervisor is resumed (``kill -STOP $PPID`` must not hang the call)."""
 SPAWNER_EXIT_S: Final = 2.0
 """How long closing waits for a spawner to leave before it is killed."""
 SUPERVISOR_EXIT_S: Final = 1.0
 """How long a command without leftovers waits for its supervisor to go."""
+LOST_SETTLE_S: Final = 0.1
+"""How long a command whose supervisor vanished waits to see whether the spawner died too."""
 INLINE_REQUEST_BYTES: Final = 64 * 2**10
 """Larger requests (a long command, a large environment) travel in a memfd."""
 _REPLY_BYTES: Final = 4096
@@ -95,6 +99,9 @@ class _Instance:
     popen: subprocess.Popen[bytes]
     control: socket.socket
     key: tuple[tuple[str, int, int], ...]
+    mounts: IO[bytes] | None = None
+    """The sandbox's ``/proc/<pid>/mounts``: the kernel flags it when a mount goes away."""
+    watch: select.poll | None = None
     running: int = 0
     retired: bool = False
     broken: bool = False
@@ -102,19 +109,43 @@ class _Instance:
     def alive(self) -> bool:
         return not self.broken and self.popen.poll() is None
 
+    def watch_mounts(self, pid: int) -> None:
+        """Watch the mount table of the namespace ``pid`` (the spawner's) is in."""
+        if pid <= 0:
+            return
+        with contextlib.suppress(OSError):
+            self.mounts = open(f"/proc/{pid}/mounts", "rb")  # noqa: SIM115 (kept open)
+            self.watch = select.poll()
+            self.watch.register(self.mounts, select.POLLPRI | select.POLLERR)
+
+    def mounts_changed(self) -> bool:
+        """Whether a bind went away: the host removed or renamed a protected path, which
+        detaches its read-only bind here (a command cannot mount or unmount)."""
+        return self.watch is not None and bool(self.watch.poll(0))
+
     def stopped(self) -> bool:
         """Whether the spawner (beneath ``bwrap`` and its init) is stopped (``kill -STOP``
-        by a command) or gone."""
+        by a command) or gone; a supervisor found stopped is resumed (its command stopped
+        its $PPID before the supervisor could report that it started)."""
         tree = children_by_parent()
         for init in tree.get(self.popen.pid, []):
             for spawner in tree.get(init, []):
-                return _state(spawner) in (b"T", b"t", b"X")
+                if _state(spawner) in (b"T", b"t", b"X", b"Z"):
+                    return True
+                for supervisor in tree.get(spawner, []):
+                    if _state(supervisor) in (b"T", b"t"):
+                        _signal_each([supervisor], signal.SIGCONT)
+                return False
         return True
 
     def shut(self) -> None:
         """Close the control socket: the spawner reads EOF and its namespace ends."""
         with contextlib.suppress(OSError):
             self.control.close()
+        if self.mounts is not None:
+            self.mounts.close()
+            self.mounts = None
+            self.watch = None
 
     def kill(self) -> None:
         self.broken = True
@@ -158,6 +189,7 @@ class Spawner:
     seccomp: Callable[[], int | None]
     spawn_thread: SpawnThread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _starting: anyio.Lock | None = None
     _current: _Instance | None = None
     _retired: list[_Instance] = field(default_factory=list)
     _closed: bool = False
@@ -210,11 +242,24 @@ class Spawner:
         raise AssertionError("unreachable")
 
     async def _instance(self) -> _Instance | None:
+        if self._starting is None:
+            self._starting = anyio.Lock()
+        # One start at a time: commands of a first batch wait for one spawner, not start one
+        # each.
+        async with self._starting:
+            return await self._current_or_new()
+
+    async def _current_or_new(self) -> _Instance | None:
         key = self._key()
         with self._lock:
             self._reap_retired()
             current = self._current
-            if current is not None and current.alive() and current.key == key:
+            if (
+                current is not None
+                and current.alive()
+                and current.key == key
+                and not current.mounts_changed()
+            ):
                 current.running += 1
                 return current
             if current is not None:
@@ -235,11 +280,7 @@ class Spawner:
                 instance.kill()
                 instance.reap(SPAWNER_EXIT_S)
                 return None
-            if self._current is None:
-                self._current = instance
-            else:  # another command started one meanwhile: keep one
-                self._retire(instance)
-                instance = self._current
+            self._current = instance
             instance.running += 1
             return instance
 
@@ -266,6 +307,7 @@ class Spawner:
     async def _start(self, key: tuple[tuple[str, int, int], ...]) -> _Instance:
         ensure_reaper()  # from this (unconfined) thread, before the spawn
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        parent.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the spawner's pid
         seccomp_fd = self.seccomp()
         filters = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         argv = [
@@ -312,12 +354,13 @@ class Spawner:
         try:
             with anyio.fail_after(SPAWNER_START_S):
                 await anyio.wait_readable(parent)
-            ready = parent.recv(16)
+            ready, ancillary, _, _ = parent.recvmsg(16, _CREDENTIALS)
         except (OSError, TimeoutError) as exc:
             ready = b""
             reason = str(exc) or type(exc).__name__
         else:
             reason = "it exited"
+            instance.watch_mounts(_sender(ancillary))
         if ready != b"ready":
             instance.kill()
             said = await anyio.to_thread.run_sync(_stderr, instance)
@@ -386,6 +429,14 @@ class Spawner:
             if not instance.reap(max(0.0, deadline - time.monotonic())):
                 instance.kill()
                 instance.reap(SPAWNER_EXIT_S)
+
+
+def _sender(ancillary: list[tuple[int, int, bytes]]) -> int:
+    """The sender's pid (in this PID namespace) from a datagram's ``SCM_CREDENTIALS``."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            return int.from_bytes(payload[:4], sys.byteorder, signed=True)
+    return 0
 
 
 class _Refused(Exception):
@@ -457,41 +508,45 @@ class SpawnedCommand(TreeProcess):
                 self._eof = True
                 break
             if not self._pid:
-                for level, kind, payload in ancillary:
-                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
-                        self._pid = int.from_bytes(payload[:4], sys.byteorder, signed=True)
+                self._pid = _sender(ancillary)
             replies.append(data)
         return replies
 
     async def started(self) -> None:
-        """Wait for the supervisor's first reply: started, or why not.
+        """Wait for the supervisor's word that the shell started, or why not.
 
         Raises:
             OSError, ValueError: the shell could not be started.
             SpawnerLost: the spawner died, stopped or did not answer.
         """
         deadline = anyio.current_time() + SPAWN_REPLY_S
-        while True:
+        replies: list[bytes] = []
+        while not any(reply[:1] in (b"S", b"X", b"V") for reply in replies):
+            if self._eof:
+                if self._pid > 0 and self._instance.alive():
+                    return  # the command killed its supervisor at once: wait() says so
+                raise self._lose("the sandbox's spawner ended before it started the command")
             with anyio.move_on_after(SPAWN_CHECK_S):
                 await anyio.wait_readable(self._channel)
-            replies = self._read()
-            if replies:
-                break
-            if self._eof:
-                raise self._lose("the sandbox's spawner ended before it started the command")
-            if not self._instance.alive() or self._instance.stopped():
+            fresh = self._read()
+            replies += fresh
+            if fresh or self._eof:
+                continue
+            if self._pid > 0:
+                _signal_each([self._pid], signal.SIGCONT)  # its command stopped it at once
+            elif not self._instance.alive() or self._instance.stopped():
                 raise self._lose("the sandbox's spawner was stopped or killed")
             if anyio.current_time() > deadline:
                 raise self._lose(f"the sandbox's spawner did not answer within {SPAWN_REPLY_S:g} s")
-        first, rest = replies[0], replies[1:]
-        if first[:1] == b"X":
-            number, _, message = first[1:].partition(b" ")
-            raise OSError(int(number), message.decode("utf-8", "replace"))
-        if first[:1] == b"V":
-            raise ValueError(first[1:].decode("utf-8", "replace"))
         if self._pid <= 0:  # never signal group 0 (our own) or -1 (everything)
             raise self._lose("the sandbox's spawner replied without credentials")
-        self._take(rest)
+        for reply in replies:
+            if reply[:1] == b"X":
+                number, _, message = reply[1:].partition(b" ")
+                raise OSError(int(number), message.decode("utf-8", "replace"))
+            if reply[:1] == b"V":
+                raise ValueError(reply[1:].decode("utf-8", "replace"))
+        self._take(replies)
 
     def _lose(self, reason: str) -> SpawnerLost:
         self._instance.kill()  # it is of no use now: its namespace goes, its commands with it
@@ -509,10 +564,15 @@ class SpawnedCommand(TreeProcess):
         """Wait for the shell to exit; the exit code, or -SIGKILL when it is not known."""
         async with self._waiting:
             while self._code is None and not self._eof:
-                await anyio.wait_readable(self._channel)
+                with anyio.move_on_after(SPAWN_CHECK_S) as waited:
+                    await anyio.wait_readable(self._channel)
+                if waited.cancelled_caught:
+                    # A command may have stopped its supervisor ($PPID): it could not report.
+                    # Its channel is open, so it is alive and the pid is still its own.
+                    _signal_each([self._pid], signal.SIGCONT)
                 self._take(self._read())
             if self._code is None:
-                self.lost = self._lost_reason()
+                self.lost = await self._lost_reason()
                 return -signal.SIGKILL
         return self._code
 
@@ -523,8 +583,17 @@ class SpawnedCommand(TreeProcess):
             return False
         return bool(await anyio.to_thread.run_sync(self._members))
 
-    def _lost_reason(self) -> str:
-        if not self._instance.alive():
+    async def _lost_reason(self) -> str:
+        # The spawner and the supervisors die together when a command kills them all (kill
+        # -9 -1): give the spawner's death a moment to show before blaming the supervisor.
+        spawner_gone = not self._instance.alive()
+        with anyio.move_on_after(LOST_SETTLE_S):
+            while not spawner_gone:
+                spawner_gone = await anyio.to_thread.run_sync(self._instance.stopped)
+                if not spawner_gone:
+                    await anyio.sleep(GROUP_POLL_MIN_S)
+        if spawner_gone:
+            self._instance.kill()
             return (
                 "the sandbox's spawner ended while the command ran (a command of this session "
                 "may have killed it), so its exit status is unknown; the next command starts a "

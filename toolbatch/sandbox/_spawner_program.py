@@ -12,9 +12,10 @@ Protocol (one datagram each way, never more):
   holding it, for large ones) with ``SCM_RIGHTS`` fds ``[channel, stdin, stdout, stderr]``
   (then the memfd). ``channel`` is the command's own ``SOCK_SEQPACKET`` end: the host reads
   the command's replies there.
-* Per command, from its *supervisor* on ``channel``: ``S`` once the
-  shell is started, or ``X<errno> <message>`` / ``V<message>`` when it could not be
-  (``OSError`` / ``ValueError``); then ``E<exit code> <alone>`` when the shell exits
+* Per command, from its *supervisor* on ``channel``: ``P`` first (its pid, before the
+  command can run and signal ``$PPID``), ``S`` once the shell is started, or
+  ``X<errno> <message>`` / ``V<message>`` when it could not be (``OSError``/``ValueError``);
+  then ``E<exit code> <alone>`` when the shell exits
   (``alone``: 1 when no other process of the command is left). The host reads the
   supervisor's host pid from the ``SCM_CREDENTIALS`` every datagram carries (the kernel
   translates it into the host's PID namespace).
@@ -71,6 +72,7 @@ def spawn(argv, env, stdio):
 
 def supervise(data, fds):
     channel = socket.socket(fileno=fds[0])
+    channel.send(b"P")  # the host learns this pid before the command can stop or kill it
     try:
         if not data:
             with open(fds[4], "rb") as memfd:
