@@ -222,3 +222,22 @@ def test_concurrent_commands_never_get_each_others_status_or_output(codes: list[
         assert isinstance(result.content, str)
         ended = shell_exit(result.content)
         assert (ended.output, ended.exit_code) == (f"out-{index}\n", codes[index])
+
+
+async def test_start_failures_are_told_and_the_session_goes_on(tmp_path: Path) -> None:
+    """A shell that is missing, a command too long for exec, and a long command sent through
+    a memfd: each gets its own answer, and the session's spawner keeps serving."""
+    long_word = "x" * 100_000  # over the inline request size: travels in a memfd
+    with open_process_policy(workspace_roots=[tmp_path]) as policy:
+        missing = await sh(policy, "true", shell="no-such-shell")
+        too_long = await sh(policy, "echo " + "y" * 200_000)
+        long = await sh(policy, f"echo {long_word} | wc -c")
+        after = await sh(policy, "echo after")
+    assert missing.error is not None
+    assert missing.error.type == "execution_failed"
+    assert "could not start 'no-such-shell'" in missing.error.message
+    assert too_long.error is not None
+    assert too_long.error.type == "invalid_args"
+    assert "argument list too long" in too_long.error.message
+    assert long.content == "100001\n[exit code: 0]"
+    assert after.content == "after\n[exit code: 0]"

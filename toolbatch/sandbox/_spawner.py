@@ -99,6 +99,8 @@ class _Instance:
     popen: subprocess.Popen[bytes]
     control: socket.socket
     key: tuple[tuple[str, int, int], ...]
+    next_channel: socket.socket | None = None
+    """The host's end of the channel the waiting supervisor holds (its next command's)."""
     mounts: IO[bytes] | None = None
     """The sandbox's ``/proc/<pid>/mounts``: the kernel flags it when a mount goes away."""
     watch: select.poll | None = None
@@ -138,10 +140,31 @@ class _Instance:
                 return False
         return True
 
+    def offer_channel(self) -> None:
+        """Hand the waiting supervisor the channel of the next command (``C``)."""
+        host_end, command_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # its pid, translated
+        host_end.setblocking(False)
+        try:
+            self.control.sendmsg(
+                [b"C"],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [command_end.fileno()]))],
+            )
+        except OSError:
+            host_end.close()
+            self.broken = True  # the spawner is gone or stuck: the next command replaces it
+        else:
+            self.next_channel = host_end
+        finally:
+            command_end.close()
+
     def shut(self) -> None:
         """Close the control socket: the spawner reads EOF and its namespace ends."""
         with contextlib.suppress(OSError):
             self.control.close()
+        if self.next_channel is not None:
+            self.next_channel.close()
+            self.next_channel = None
         if self.mounts is not None:
             self.mounts.close()
             self.mounts = None
@@ -361,6 +384,7 @@ class Spawner:
         else:
             reason = "it exited"
             instance.watch_mounts(_sender(ancillary))
+            instance.offer_channel()
         if ready != b"ready":
             instance.kill()
             said = await anyio.to_thread.run_sync(_stderr, instance)
@@ -373,13 +397,14 @@ class Spawner:
     async def _request(
         self, instance: _Instance, payload: bytes, stdout: int, stderr: int
     ) -> SpawnedCommand:
-        host_end, command_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        host_end.setblocking(False)
+        channel = instance.next_channel
+        if channel is None or not instance.alive():
+            self._release(instance)
+            raise _Refused
+        instance.next_channel = None
         devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        fds = [command_end.fileno(), devnull, stdout, stderr]
+        fds = [devnull, stdout, stderr]
         memfd = None
-        released = False
         try:
             if len(payload) > INLINE_REQUEST_BYTES:
                 memfd = os.memfd_create("toolbatch-request", os.MFD_CLOEXEC)
@@ -389,29 +414,30 @@ class Spawner:
                 payload = b""
             try:
                 instance.control.sendmsg(
-                    [payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                    [b"R" + payload],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))],
                 )
             except BlockingIOError as exc:
                 raise SpawnerLost("the sandbox's spawner is not reading requests") from exc
             except OSError as exc:
-                self._release(instance)
-                released = True
                 raise _Refused from exc
         except BaseException:
-            host_end.close()
-            if not released:
-                self._release(instance)
+            channel.close()
+            self._release(instance)
             raise
         finally:
-            command_end.close()
             os.close(devnull)
             if memfd is not None:
                 os.close(memfd)
-        command = SpawnedCommand(host_end, instance, self)
+        instance.offer_channel()  # for the supervisor the spawner is forking now
+        command = SpawnedCommand(channel, instance, self)
         try:
             await command.started()
+        except (OSError, ValueError):
+            command.release()  # the supervisor said why and leaves by itself
+            raise
         except BaseException:
-            await command.abandon()
+            command.abandon()
             raise
         return command
 
@@ -657,11 +683,11 @@ class SpawnedCommand(TreeProcess):
                 await self.wait()
         return GroupStop(terminated=terminated, killed=killed)
 
-    async def abandon(self) -> None:
-        """Stop what may have started and let go (when :meth:`started` failed)."""
-        if self._pid:
+    def abandon(self) -> None:
+        """Kill what may have started and let go (when :meth:`started` did not finish)."""
+        if self._pid > 0:
             _signal_each([self._pid], signal.SIGKILL)
-        self._close()
+        self.release()
 
     async def aclose(self) -> None:
         """Wait for the exit status (stop the command first), then let go."""
@@ -669,9 +695,10 @@ class SpawnedCommand(TreeProcess):
             if not self._eof and self._code is None:
                 await self.wait()
         finally:
-            self._close()
+            self.release()
 
-    def _close(self) -> None:
+    def release(self) -> None:
+        """Close the channel and let the spawner go (once the command is done with)."""
         self._channel.close()
         if not self._released:
             self._released = True

@@ -8,12 +8,14 @@ socketpair the host made before ``bwrap`` started (the seccomp filter refuses
 Protocol (one datagram each way, never more):
 
 * ``ready`` from the spawner once it runs.
-* Per command, from the host: ``marshal.dumps((argv, cwd, env))`` (or ``b""`` with a memfd
-  holding it, for large ones) with ``SCM_RIGHTS`` fds ``[channel, stdin, stdout, stderr]``
-  (then the memfd). ``channel`` is the command's own ``SOCK_SEQPACKET`` end: the host reads
-  the command's replies there.
-* Per command, from its *supervisor* on ``channel``: ``P`` first (its pid, before the
-  command can run and signal ``$PPID``), ``S`` once the shell is started, or
+* Per command, from the host, ahead of it: ``C`` with one ``SCM_RIGHTS`` fd, the next
+  command's own ``SOCK_SEQPACKET`` channel (the host reads that command's replies there);
+  then, when the command comes, ``R`` + ``marshal.dumps((argv, cwd, env))`` (or ``R`` alone
+  with a memfd holding it, for large ones) with fds ``[stdin, stdout, stderr]`` (then the
+  memfd). ``C`` and ``R`` alternate; each waiting supervisor reads one of each.
+* Per command, from its *supervisor* on ``channel``: ``P`` as soon as it holds the channel
+  (its pid, known before the command can run and signal ``$PPID``, and off the command's
+  path), ``S`` once the shell is started, or
   ``X<errno> <message>`` / ``V<message>`` when it could not be (``OSError``/``ValueError``);
   then ``E<exit code> <alone>`` when the shell exits
   (``alone``: 1 when no other process of the command is left). The host reads the
@@ -21,8 +23,8 @@ Protocol (one datagram each way, never more):
   translates it into the host's PID namespace).
 
 A supervisor is forked in advance and waits on the control socket itself: it takes the next
-request, tells the spawner (a byte on a pipe), which forks the next one, so the fork (about
-0.5 ms of copying a Python process, more under load) is off the command's path. The
+channel and request, tells the spawner (a byte on a pipe), which forks the next one, so the
+fork (about 0.5 ms of copying a Python process, more under load) is off the command's path. The
 supervisor is the command's session and process-group leader and a child subreaper, so
 everything the command starts stays beneath it (``setsid`` escapees included) until it is
 stopped; it ignores the catchable signals a command may send its group (``kill 0``), so it
@@ -70,25 +72,29 @@ def spawn(argv, env, stdio):
     return os.posix_spawn(path, argv, env, file_actions=actions, setsigdef=RESET)
 
 
-def supervise(data, fds):
-    channel = socket.socket(fileno=fds[0])
-    channel.send(b"P")  # the host learns this pid before the command can stop or kill it
+def supervise(channel, data, fds):
     try:
         if not data:
-            with open(fds[4], "rb") as memfd:
+            with open(fds[3], "rb", closefd=False) as memfd:
                 data = memfd.read()
         argv, cwd, env = marshal.loads(data)
         os.chdir(cwd)
-        shell = spawn(argv, env, fds[1:4])
+        shell = spawn(argv, env, fds[:3])
     except ValueError as exc:
+        os.write(taken_write, b"t")
         channel.send(b"V" + str(exc).encode("utf-8", "replace"))
         os._exit(127)
     except OSError as exc:
+        os.write(taken_write, b"t")
         channel.send(b"X%d %s" % (exc.errno or 0, (exc.strerror or str(exc)).encode()))
         os._exit(127)
-    for fd in fds[1:]:
+    for fd in fds:
         os.close(fd)
     channel.send(b"S")
+    # Only now the spawner forks the next supervisor: a fork beside this posix_spawn would
+    # compete with it for the CPU on the command's path.
+    os.write(taken_write, b"t")
+    os.close(taken_write)
     while True:
         try:
             pid, status = os.wait()
@@ -110,37 +116,44 @@ def supervise(data, fds):
             os._exit(0)
 
 
-def receive():
-    # The next request's payload and fds; None at EOF (the host is gone or done).
-    while True:
-        data, ancillary, _, _ = control.recvmsg(1 << 20, FDS, socket.MSG_CMSG_CLOEXEC)
-        fds = []
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                received = array.array("i")
-                received.frombytes(payload[: len(payload) - len(payload) % received.itemsize])
-                fds.extend(received)
-        if not data and not fds:
-            return None
-        if len(fds) >= 4:
-            return data, fds
-        for fd in fds:
-            os.close(fd)
+def receive(tag, count):
+    # The next message's payload and fds if it is a `tag` one with at least `count` fds;
+    # None at EOF (the host is gone or done) or out of turn.
+    data, ancillary, _, _ = control.recvmsg(1 << 20, FDS, socket.MSG_CMSG_CLOEXEC)
+    fds = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            received = array.array("i")
+            received.frombytes(payload[: len(payload) - len(payload) % received.itemsize])
+            fds.extend(received)
+    if data[:1] == tag and len(fds) >= count:
+        return data[1:], fds
+    for fd in fds:
+        os.close(fd)
+    return None
 
 
 def wait_for_request():
-    # A supervisor made in advance: session leader and subreaper before its request comes,
-    # so that only chdir and posix_spawn are left when it does.
+    # A supervisor made in advance: session leader and subreaper, holding the channel of
+    # its command-to-be and its pid told to the host on it (P) before the request comes, so
+    # that only chdir and posix_spawn are left when it does.
     os.close(taken_read)
     os.setsid()
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    request = receive()
-    os.write(taken_write, b"q" if request is None else b"t")  # the spawner makes the next
-    os.close(taken_write)
-    if request is not None:
-        control.close()
-        supervise(*request)
+    given = receive(b"C", 1)
+    request = None
+    if given is not None:
+        channel = socket.socket(fileno=given[1][0])
+        for fd in given[1][1:]:
+            os.close(fd)
+        channel.send(b"P")  # the host knows this pid before the command can signal it
+        request = receive(b"R", 3)
+    if request is None:
+        os.write(taken_write, b"q" if given is None else b"t")
+        os._exit(0)
+    control.close()
+    supervise(channel, *request)
 
 
 def make_supervisor():
