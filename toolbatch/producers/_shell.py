@@ -22,14 +22,16 @@ What the model gets (``ToolResult.content``)
 
 Sandbox, environment, host death
     A ``ProcessPolicy`` (the producer's own, else ``context.process_policy``, else none)
-    decides the commands' environment and the sandbox they run in: under ``bwrap`` (their
-    own namespaces), started from the policy's Landlock-confined spawner thread (see
-    ``toolbatch.sandbox``). With a required sandbox that cannot be enforced, every call fails
-    with ``"sandbox_unavailable"``. A failing command whose output mentions a refused access
+    decides the commands' environment and the sandbox they run in: under the session's
+    ``bwrap``, started once from the policy's Landlock-confined thread, whose spawner starts
+    each command (see ``toolbatch.sandbox``; a ``bwrap`` per command where it cannot start).
+    With a required sandbox that cannot be enforced, every call fails with
+    ``"sandbox_unavailable"``. A failing command whose output mentions a refused access
     ends with a note naming the sandbox; one that looks offline while the network is off,
     with a note saying how to allow it; one that created a protected name (``.git``,
     ``.mcp.json``, ...) finds it removed, and a note says so.
-    Every group is registered with the host reaper, so commands die with the host.
+    Every group (or the session's ``bwrap``) is registered with the host reaper, so
+    commands die with the host.
 
 Aborts keep the output
     The command runs in a shielded scope: an abort (``context.cancelled``) or the caller's

@@ -26,9 +26,10 @@ result says so (``git init`` included: a ``.git`` made by the model is a hook th
 ``git`` would run).
 
 How it is enforced, in layers
-    1. Namespaces (``toolbatch.sandbox._bubblewrap``): each command under its own ``bwrap``,
-       with its own PID, IPC and mount namespaces, and an empty network namespace when the
-       network is off; protected paths are read-only mounts.
+    1. Namespaces (``toolbatch.sandbox._bubblewrap``): the session's commands under one
+       ``bwrap`` started once (``toolbatch.sandbox._spawner``; a ``bwrap`` per command where
+       it cannot start), with PID, IPC and mount namespaces of their own, and an empty
+       network namespace when the network is off; protected paths are read-only mounts.
     2. Landlock (``toolbatch.sandbox._landlock``), inherited by everything inside: signals
        and abstract UNIX sockets scoped to the sandbox (ABI 6) and, with the network off,
        TCP ``connect`` and ``bind`` denied (ABI 4). A Landlock domain that handles
