@@ -294,7 +294,7 @@ async def test_the_host_is_invisible_and_cannot_be_signalled(tmp_path: Path) -> 
             f"kill -0 {os.getpid()} 2>&1; kill -STOP {os.getpid()} 2>&1; echo alive",
         )
         after = await sh(policy, "echo next")
-    assert result.content.count("No such process") == 2
+    assert result.content.count(f"({os.getpid()}) - No such process") == 2
     assert "alive\n[exit status unknown]" in result.content
     assert result.error is not None
     assert "supervisor" in result.error.message
