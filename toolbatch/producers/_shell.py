@@ -635,6 +635,8 @@ class ShellProducer:
                             sink.close()
                             if watched is not None:
                                 watched.close()
+                    if isinstance(process, SpawnedCommand) and process.start_error is not None:
+                        raise process.start_error  # told as a start failure, as from Popen
                     settled = True
                     kind = classify(capture, self._trigger)
                     saved = await save(kind, sink, context.store)

@@ -431,14 +431,9 @@ class Spawner:
                 os.close(memfd)
         instance.offer_channel()  # for the supervisor the spawner is forking now
         command = SpawnedCommand(channel, instance, self)
-        try:
-            await command.started()
-        except (OSError, ValueError):
-            command.release()  # the supervisor said why and leaves by itself
-            raise
-        except BaseException:
-            command.abandon()
-            raise
+        # Its P is usually there already (sent when it took the channel); the rest is read
+        # by wait(): one wake-up of the host per command, when it ends.
+        command.poll()
         return command
 
     def close(self) -> None:
@@ -496,9 +491,12 @@ class SpawnedCommand(TreeProcess):
         self._alone = False
         self._eof = False
         self._released = False
+        self._gone = False
         self._waiting = anyio.Lock()
         self.lost: str | None = None
         """Why the exit status is unknown (the supervisor or the spawner died), if so."""
+        self.start_error: OSError | ValueError | None = None
+        """Why the shell could not be started (not found, ``E2BIG``, a bad cwd), if so."""
 
     @property
     def pid(self) -> int:
@@ -538,74 +536,69 @@ class SpawnedCommand(TreeProcess):
             replies.append(data)
         return replies
 
-    async def started(self) -> None:
-        """Wait for the supervisor's word that the shell started, or why not.
-
-        Raises:
-            OSError, ValueError: the shell could not be started.
-            SpawnerLost: the spawner died, stopped or did not answer.
-        """
-        deadline = anyio.current_time() + SPAWN_REPLY_S
-        replies: list[bytes] = []
-        while not any(reply[:1] in (b"S", b"X", b"V") for reply in replies):
-            if self._eof:
-                if self._pid > 0 and self._instance.alive():
-                    return  # the command killed its supervisor at once: wait() says so
-                raise self._lose("the sandbox's spawner ended before it started the command")
-            with anyio.move_on_after(SPAWN_CHECK_S):
-                await anyio.wait_readable(self._channel)
-            fresh = self._read()
-            replies += fresh
-            if fresh or self._eof:
-                continue
-            if self._pid > 0:
-                _signal_each([self._pid], signal.SIGCONT)  # its command stopped it at once
-            elif not self._instance.alive() or self._instance.stopped():
-                raise self._lose("the sandbox's spawner was stopped or killed")
-            if anyio.current_time() > deadline:
-                raise self._lose(f"the sandbox's spawner did not answer within {SPAWN_REPLY_S:g} s")
-        if self._pid <= 0:  # never signal group 0 (our own) or -1 (everything)
-            raise self._lose("the sandbox's spawner replied without credentials")
-        for reply in replies:
-            if reply[:1] == b"X":
-                number, _, message = reply[1:].partition(b" ")
-                raise OSError(int(number), message.decode("utf-8", "replace"))
-            if reply[:1] == b"V":
-                raise ValueError(reply[1:].decode("utf-8", "replace"))
-        self._take(replies)
-
-    def _lose(self, reason: str) -> SpawnerLost:
-        self._instance.kill()  # it is of no use now: its namespace goes, its commands with it
-        log.warning("sandbox.spawner_lost", reason=reason, pid=self._instance.popen.pid)
-        return SpawnerLost(f"{reason}; the next command starts a new one")
-
     def _take(self, replies: list[bytes]) -> None:
         for reply in replies:
-            if reply[:1] == b"E":
+            kind = reply[:1]
+            if kind == b"E":
                 code, _, alone = reply[1:].partition(b" ")
                 self._code = int(code)
                 self._alone = alone == b"1"
+            elif kind == b"X":
+                number, _, message = reply[1:].partition(b" ")
+                self.start_error = OSError(int(number), message.decode("utf-8", "replace"))
+            elif kind == b"V":
+                self.start_error = ValueError(reply[1:].decode("utf-8", "replace"))
+
+    def _ended(self) -> bool:
+        return self._code is not None or self.start_error is not None or self._gone
+
+    async def _collect(self, done: Callable[[], bool]) -> None:
+        """Read the supervisor's replies until ``done()`` or none can come; on each quiet
+        ``SPAWN_CHECK_S``, resume a supervisor its command stopped, or, before the
+        supervisor is known, check that the spawner is alive, running and answering."""
+        deadline = anyio.current_time() + SPAWN_REPLY_S
+        while not done() and not self._gone:
+            with anyio.move_on_after(SPAWN_CHECK_S) as waited:
+                await anyio.wait_readable(self._channel)
+            self._take(self._read())
+            if self._eof:
+                self._gone = True
+                if self._code is None and self.start_error is None:
+                    self.lost = await self._lost_reason()
+            elif not waited.cancelled_caught:
+                continue
+            elif self._pid > 0:
+                # Its command may have stopped it ($PPID): it could not report. Its channel
+                # is open, so it is alive and the pid is still its own.
+                _signal_each([self._pid], signal.SIGCONT)
+            elif not self._instance.alive() or self._instance.stopped():
+                self._lose("the sandbox's spawner was stopped or killed")
+            elif anyio.current_time() > deadline:
+                self._lose(f"the sandbox's spawner did not answer within {SPAWN_REPLY_S:g} s")
+
+    def _lose(self, reason: str) -> None:
+        self._instance.kill()  # it is of no use now: its namespace goes, its commands with it
+        log.warning("sandbox.spawner_lost", reason=reason, pid=self._instance.popen.pid)
+        self.lost = f"{reason}, so the command may not have run; the next command starts a new one"
+        self._gone = True
 
     async def wait(self) -> int:
-        """Wait for the shell to exit; the exit code, or -SIGKILL when it is not known."""
+        """Wait for the shell to exit; its exit code, 127 when it could not start
+        (:attr:`start_error`), -SIGKILL when its end is unknown (:attr:`lost`)."""
         async with self._waiting:
-            while self._code is None and not self._eof:
-                with anyio.move_on_after(SPAWN_CHECK_S) as waited:
-                    await anyio.wait_readable(self._channel)
-                if waited.cancelled_caught:
-                    # A command may have stopped its supervisor ($PPID): it could not report.
-                    # Its channel is open, so it is alive and the pid is still its own.
-                    _signal_each([self._pid], signal.SIGCONT)
-                self._take(self._read())
-            if self._code is None:
-                self.lost = await self._lost_reason()
-                return -signal.SIGKILL
-        return self._code
+            await self._collect(self._ended)
+        if self._code is not None:
+            return self._code
+        return 127 if self.start_error is not None else -signal.SIGKILL
+
+    def poll(self) -> None:
+        """Take the replies already there (the supervisor's pid, often)."""
+        self._take(self._read())
 
     async def alive(self) -> bool:
         """Whether a process of the command is left (after the shell's exit): none when the
         supervisor said so (it leaves at once), else those it holds or its group does."""
-        if self._alone or self._pid <= 0:
+        if self._alone or self._pid <= 0 or self.start_error is not None:
             return False
         return bool(await anyio.to_thread.run_sync(self._members))
 
@@ -657,8 +650,12 @@ class SpawnedCommand(TreeProcess):
     async def stop(self, *, grace_s: float) -> GroupStop:
         """SIGTERM and SIGCONT to every process of the command, SIGKILL to those left after
         the grace, then wait for the supervisor's report (killed too if it cannot give one)."""
-        if self._pid <= 0:
-            return GroupStop(terminated=False, killed=False)
+        if self._pid <= 0:  # its supervisor has not said who it is yet
+            with anyio.move_on_after(SPAWN_REPLY_S):
+                async with self._waiting:
+                    await self._collect(lambda: self._pid > 0 or self._ended())
+            if self._pid <= 0:
+                return GroupStop(terminated=False, killed=False)
         _signal_each([self._pid], signal.SIGCONT)  # a command may have stopped it
         terminated = False
         members = await anyio.to_thread.run_sync(self._members)
@@ -676,23 +673,17 @@ class SpawnedCommand(TreeProcess):
         _signal_each(members, signal.SIGKILL)
         with anyio.move_on_after(SUPERVISOR_EXIT_S):
             await self.wait()
-        if self._code is None and not self._eof:
+        if not self._ended():
             # The supervisor cannot report (stopped again, or stuck): kill it, read its EOF.
             _signal_each([self._pid], signal.SIGKILL)
             with anyio.move_on_after(SUPERVISOR_EXIT_S):
                 await self.wait()
         return GroupStop(terminated=terminated, killed=killed)
 
-    def abandon(self) -> None:
-        """Kill what may have started and let go (when :meth:`started` did not finish)."""
-        if self._pid > 0:
-            _signal_each([self._pid], signal.SIGKILL)
-        self.release()
-
     async def aclose(self) -> None:
         """Wait for the exit status (stop the command first), then let go."""
         try:
-            if not self._eof and self._code is None:
+            if not self._ended():
                 await self.wait()
         finally:
             self.release()
