@@ -301,6 +301,10 @@ def test_kill_9_of_the_host_leaves_no_command_running(
             assert sleeper in _live_group_members(pgid)
         else:  # namespaced: the host registered the session's (outer) bwrap
             pgid = registered_pgid
+            # `$!` is known once bash forked, the `sleep` cmdline once the child exec'd.
+            deadline = time.monotonic() + 10
+            while not _sleepers(seconds) and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert len(_sleepers(seconds)) == 1
         children = _children(host.pid) if children_too else []
         host.send_signal(signal.SIGKILL)
