@@ -285,17 +285,21 @@ async def test_the_hosts_sysctls_and_sysfs_are_read_only(tmp_path: Path) -> None
 
 
 async def test_the_host_is_invisible_and_cannot_be_signalled(tmp_path: Path) -> None:
-    """PID namespace: no host process is listed, $PPID is bubblewrap's init, kills do nothing."""
+    """PID namespace: no host process is listed or signalled; $PPID is the command's own
+    supervisor in the session's sandbox, whose death costs that command its exit status."""
     with open_process_policy(workspace_roots=[tmp_path]) as policy:
         result = await sh(
             policy,
             "ls /proc | grep -c '^[0-9]'; echo ppid=$PPID; kill -9 $PPID; kill -STOP $PPID; "
-            f"kill -0 {os.getpid()} 2>&1; echo alive",
+            f"kill -0 {os.getpid()} 2>&1; kill -STOP {os.getpid()} 2>&1; echo alive",
         )
-    assert "ppid=1\n" in result.content
-    assert "No such process" in result.content
-    assert "alive\n[exit code: 0]" in result.content
+        after = await sh(policy, "echo next")
+    assert result.content.count(f"({os.getpid()}) - No such process") == 2
+    assert "alive\n[exit status unknown]" in result.content
+    assert result.error is not None
+    assert "supervisor" in result.error.message
     assert int(result.content.split("\n", 1)[0]) < 10
+    assert after.content == "next\n[exit code: 0]"
 
 
 @pytest.mark.skipif(abi_version() < 6, reason="needs Landlock ABI 6 (signal scoping)")
@@ -548,7 +552,9 @@ def test_killing_the_host_kills_the_sandboxed_command(tmp_path: Path) -> None:
 
 
 def test_run_survives_kill_of_its_parent_and_records_every_call(tmp_path: Path) -> None:
-    """`toolbatch run --record`: kill -9 / -STOP $PPID change nothing; the transcript is whole."""
+    """`toolbatch run --record`: kill -9 / -STOP $PPID and kill -9 -1 reach only the
+    session's sandbox (one call after the other: a call running beside `kill -9 -1` shares
+    that sandbox and would die too); the host records every call, the next one runs."""
     record = tmp_path / "session.jsonl"
     batch = [
         _batched("kill", "kill -9 $PPID; echo rc=$?"),
@@ -557,6 +563,8 @@ def test_run_survives_kill_of_its_parent_and_records_every_call(tmp_path: Path) 
     ]
     done = run_toolbatch(
         "run",
+        "--concurrency",
+        "1",
         "--record",
         str(record),
         "--artifacts-dir",

@@ -209,6 +209,7 @@ _HOST: Final = """
 import sys
 import anyio
 import toolbatch.sandbox._process
+import toolbatch.sandbox._spawner
 from toolbatch import ToolCall
 from toolbatch.producers import ShellProducer
 from toolbatch.scheduler import Registry, SchedulerConfig, ToolScheduler
@@ -222,6 +223,7 @@ def register_and_report(pgid):
         report.write(f"{pgid}\\n")
 
 toolbatch.sandbox._process.reap_with_host = register_and_report
+toolbatch.sandbox._spawner.reap_with_host = register_and_report  # the session's bwrap
 
 async def main():
     config = SchedulerConfig(artifacts_dir=artifacts, sandbox=sandbox)
@@ -297,8 +299,12 @@ def test_kill_9_of_the_host_leaves_no_command_running(
         if sandbox == "off":
             assert registered_pgid == pgid
             assert sleeper in _live_group_members(pgid)
-        else:  # namespaced: the host registered the outer bwrap
+        else:  # namespaced: the host registered the session's (outer) bwrap
             pgid = registered_pgid
+            # `$!` is known once bash forked, the `sleep` cmdline once the child exec'd.
+            deadline = time.monotonic() + 10
+            while not _sleepers(seconds) and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert len(_sleepers(seconds)) == 1
         children = _children(host.pid) if children_too else []
         host.send_signal(signal.SIGKILL)

@@ -22,14 +22,16 @@ What the model gets (``ToolResult.content``)
 
 Sandbox, environment, host death
     A ``ProcessPolicy`` (the producer's own, else ``context.process_policy``, else none)
-    decides the commands' environment and the sandbox they run in: under ``bwrap`` (their
-    own namespaces), started from the policy's Landlock-confined spawner thread (see
-    ``toolbatch.sandbox``). With a required sandbox that cannot be enforced, every call fails
-    with ``"sandbox_unavailable"``. A failing command whose output mentions a refused access
+    decides the commands' environment and the sandbox they run in: under the session's
+    ``bwrap``, started once from the policy's Landlock-confined thread, whose spawner starts
+    each command (see ``toolbatch.sandbox``; a ``bwrap`` per command where it cannot start).
+    With a required sandbox that cannot be enforced, every call fails with
+    ``"sandbox_unavailable"``. A failing command whose output mentions a refused access
     ends with a note naming the sandbox; one that looks offline while the network is off,
     with a note saying how to allow it; one that created a protected name (``.git``,
     ``.mcp.json``, ...) finds it removed, and a note says so.
-    Every group is registered with the host reaper, so commands die with the host.
+    Every group (or the session's ``bwrap``) is registered with the host reaper, so
+    commands die with the host.
 
 Aborts keep the output
     The command runs in a shielded scope: an abort (``context.cancelled``) or the caller's
@@ -85,7 +87,9 @@ from toolbatch.producers._capture import (
 from toolbatch.sandbox import (
     GroupStop,
     ProcessPolicy,
-    group_alive,
+    SpawnedCommand,
+    SpawnerLost,
+    command_alive,
     open_group_process,
     open_pipe,
     stop_group,
@@ -165,6 +169,8 @@ class _Ending:
     pipe_held: bool = False
     background_stopped: bool = False
     protected_created: tuple[Path, ...] = ()
+    lost: str | None = None
+    """Why the exit status is unknown (the sandbox's spawner or supervisor died), if so."""
 
 
 class _OutputForwarder:
@@ -563,6 +569,10 @@ class ShellProducer:
                 f"check that the shell is installed and the directory is usable",
                 type="execution_failed",
             )
+        except SpawnerLost as exc:
+            return ToolResult.failure(
+                f"could not start the command: {exc}", type="execution_failed"
+            )
         except ValueError as exc:
             return ToolResult.failure(
                 f"could not start the command: {exc}; remove NUL bytes from the command, "
@@ -594,28 +604,13 @@ class ShellProducer:
         if env is None and policy is not None:
             env = policy.environment
         argv = [self._shell, "-c", invocation.command]
-        absent: tuple[Path, ...] = ()
+        absent = policy.absent_protected() if policy is not None else ()
         read_fd, write_fd = open_pipe()
         try:
-            seccomp_fd = policy.open_seccomp() if policy is not None else None
             try:
-                if policy is not None:
-                    argv = policy.command_argv(argv, cwd=invocation.cwd, seccomp_fd=seccomp_fd)
-                    absent = policy.absent_protected()
-                process = await open_group_process(
-                    argv,
-                    stdout=write_fd,
-                    stderr=subprocess.STDOUT,
-                    cwd=invocation.cwd,
-                    env=child_environment(env),
-                    spawn_thread=policy.spawn_thread if policy is not None else None,
-                    namespaced=policy is not None and policy.namespaced,
-                    pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
-                )
+                process = await self._spawn(argv, invocation.cwd, env, policy, write_fd)
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
-                if seccomp_fd is not None:
-                    os.close(seccomp_fd)
             settled = False
             try:
                 async with contextlib.AsyncExitStack() as stack:
@@ -640,6 +635,8 @@ class ShellProducer:
                             sink.close()
                             if watched is not None:
                                 watched.close()
+                    if isinstance(process, SpawnedCommand) and process.start_error is not None:
+                        raise process.start_error  # told as a start failure, as from Popen
                     settled = True
                     kind = classify(capture, self._trigger)
                     saved = await save(kind, sink, context.store)
@@ -657,6 +654,41 @@ class ShellProducer:
         finally:
             os.close(read_fd)
 
+    @staticmethod
+    async def _spawn(
+        argv: list[str],
+        cwd: Path,
+        env: Mapping[str, str] | None,
+        policy: ProcessPolicy | None,
+        write_fd: int,
+    ) -> anyio.abc.Process:
+        """Start the shell: through the session's spawner when the policy has one (about
+        1 ms), else under a ``bwrap`` of its own, or directly."""
+        env = child_environment(env)
+        if policy is not None and policy.spawner is not None:
+            spawned = await policy.spawner.spawn(
+                argv, cwd=cwd, env=env, stdout=write_fd, stderr=write_fd
+            )
+            if spawned is not None:
+                return spawned
+        seccomp_fd = policy.open_seccomp() if policy is not None else None
+        try:
+            if policy is not None:
+                argv = policy.command_argv(argv, cwd=cwd, seccomp_fd=seccomp_fd)
+            return await open_group_process(
+                argv,
+                stdout=write_fd,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                spawn_thread=policy.spawn_thread if policy is not None else None,
+                namespaced=policy is not None and policy.namespaced,
+                pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
+            )
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
+
     async def _supervise(
         self,
         process: anyio.abc.Process,
@@ -672,10 +704,12 @@ class ShellProducer:
         with anyio.move_on_after(self._drain_s):
             await pump_done.wait()
         ending.pipe_held = not pump_done.is_set()
-        if ending.reason == "exited" and self._kill_background and await group_alive(process.pid):
+        if ending.reason == "exited" and self._kill_background and await command_alive(process):
             stop = await stop_group(process, grace_s=self._kill_grace_s)
             ending.background_stopped = stop.terminated or stop.killed
         ending.returncode = process.returncode
+        if isinstance(process, SpawnedCommand):
+            ending.lost = process.lost
         window.close_at(anyio.current_time())
 
     @staticmethod
@@ -764,6 +798,11 @@ class ShellProducer:
             error = ToolFailure(
                 type="cancelled",
                 message="command was cancelled and stopped; its partial output is in 'output'",
+            )
+        elif ending.lost is not None:
+            error = ToolFailure(
+                type="execution_failed",
+                message=f"{ending.lost}; its output is in 'output'",
             )
         return ToolResult(
             content=content,

@@ -31,6 +31,7 @@ from toolbatch.sandbox._policy import (
 from toolbatch.sandbox._process import (
     GroupStop as GroupStop,
     SpawnThread as SpawnThread,
+    command_alive as command_alive,
     group_alive as group_alive,
     open_group_process as open_group_process,
     open_pipe as open_pipe,
@@ -40,6 +41,10 @@ from toolbatch.sandbox._reaper import (
     ensure_reaper as ensure_reaper,
     forget_group as forget_group,
     reap_with_host as reap_with_host,
+)
+from toolbatch.sandbox._spawner import (
+    SpawnedCommand as SpawnedCommand,
+    SpawnerLost as SpawnerLost,
 )
 
 __all__ = [

@@ -1,27 +1,36 @@
-"""The namespaces layer: every shell command runs under its own ``bwrap`` (bubblewrap).
+"""The namespaces layer: the session's commands run under ``bwrap`` (bubblewrap).
 
-What a command gets (``bwrap`` 0.4 or newer; Claude Code and Flatpak use it the same way):
+One ``bwrap`` per session (``toolbatch.sandbox._spawner``), started at its first command and
+running a spawner that starts every command of the session; a ``bwrap`` per command where
+the spawner cannot start. What the commands get (``bwrap`` 0.4 or newer; Claude Code and
+Flatpak use it the same way):
 
-* its own PID namespace: it sees, signals and reads the ``/proc/<pid>/environ`` of no host
-  process (its ``$PPID`` is bubblewrap's init, which carries only the filtered environment);
-* its own IPC and mount namespaces: the whole filesystem read-only (``--ro-bind / /``), the
-  writable roots of the mode bound writable again, the protected paths under them bound
-  read-only over that, a fresh ``/proc`` and a minimal ``/dev``;
+* a PID namespace of the session's own: they see, signal and read the ``/proc/<pid>/environ``
+  of no host process (only their session's: the same trust domain; the spawner and the
+  supervisors carry only the filtered environment);
+* IPC and mount namespaces of the session's own: the whole filesystem read-only
+  (``--ro-bind / /``), the writable roots of the mode bound writable again, the protected
+  paths under them bound read-only over that (those that exist when the spawner starts: one
+  that appears or is replaced later gets a new spawner), a fresh ``/proc`` and a minimal
+  ``/dev``;
 * with the network off, an empty network namespace (only a loopback of its own): no
   protocol reaches anything outside (TCP, UDP, MPTCP, abstract UNIX sockets), and a socket it
   listens on is reachable from nowhere; and a seccomp filter (:func:`unix_socket_filter`)
   refuses ``socket(AF_UNIX, ...)``, because a UNIX socket file is reachable through a
-  read-only mount (``/var/run/docker.sock``, an ssh-agent's, D-Bus's);
+  read-only mount (``/var/run/docker.sock``, an ssh-agent's, D-Bus's); inherited sockets,
+  ``socketpair``, ``sendmsg`` and ``recvmsg`` (the spawner's channels) stay allowed;
 * ``--cap-drop ALL`` (a host running as root would hand it every capability, enough to
   unmount its read-only binds), ``--die-with-parent`` and ``--new-session`` (no terminal to
   inject input into). ``bwrap`` also sets ``no_new_privs``.
 
-The process the host starts is the outer ``bwrap``; the host stops a command by signalling
-the processes of its namespace (``toolbatch.sandbox._process``), and killing the outer
-``bwrap`` (what the host reaper does on ``kill -9``) kills its init, which takes every
-process of the namespace with it, ``setsid`` escapees included.
+The process the host starts is the outer ``bwrap``, registered with the host reaper: killing
+it (what the reaper does on ``kill -9`` of the host) kills its init, which takes every process
+of the namespace with it, ``setsid`` escapees included. The host stops one command by its
+supervisor (``toolbatch.sandbox._spawner``), or, per command, by the processes beneath the
+init (``toolbatch.sandbox._process``).
 
-One ``bwrap`` per command costs about 3 ms on the 2-core development machine (``make bench``).
+A ``bwrap`` per command costs about 3.5 ms on the 2-core development machine; a command
+through the session's spawner, one ``posix_spawn`` and a few datagrams (``make bench``).
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ __all__ = [
     "find_bubblewrap",
     "namespace_argv",
     "read_only_binds",
+    "seccomp_pipe",
     "unix_socket_filter",
 ]
 
@@ -133,6 +143,20 @@ def read_only_binds(paths: Sequence[Path]) -> list[str]:
         if os.path.exists(path):
             argv += ["--ro-bind", os.fspath(path), os.fspath(path)]
     return argv
+
+
+def seccomp_pipe(program: bytes) -> int:
+    """A pipe's read end holding ``program`` for one ``bwrap --seccomp`` (which reads it to
+    the end); pass it to the child and close it after the spawn."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)  # a few hundred bytes: far below a pipe's size
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return read_fd
 
 
 # seccomp: a classic BPF program over struct seccomp_data {int nr; u32 arch; u64 ip;

@@ -26,9 +26,10 @@ result says so (``git init`` included: a ``.git`` made by the model is a hook th
 ``git`` would run).
 
 How it is enforced, in layers
-    1. Namespaces (``toolbatch.sandbox._bubblewrap``): each command under its own ``bwrap``,
-       with its own PID, IPC and mount namespaces, and an empty network namespace when the
-       network is off; protected paths are read-only mounts.
+    1. Namespaces (``toolbatch.sandbox._bubblewrap``): the session's commands under one
+       ``bwrap`` started once (``toolbatch.sandbox._spawner``; a ``bwrap`` per command where
+       it cannot start), with PID, IPC and mount namespaces of their own, and an empty
+       network namespace when the network is off; protected paths are read-only mounts.
     2. Landlock (``toolbatch.sandbox._landlock``), inherited by everything inside: signals
        and abstract UNIX sockets scoped to the sandbox (ABI 6) and, with the network off,
        TCP ``connect`` and ``bind`` denied (ABI 4). A Landlock domain that handles
@@ -92,11 +93,13 @@ from toolbatch.sandbox._bubblewrap import (
     find_bubblewrap,
     namespace_argv,
     read_only_binds,
+    seccomp_pipe,
     unix_socket_filter,
 )
 from toolbatch.sandbox._environment import ShellEnvMode, shell_environment
 from toolbatch.sandbox._options import SandboxMode, SandboxOptions
 from toolbatch.sandbox._process import SpawnThread
+from toolbatch.sandbox._spawner import Spawner
 
 __all__ = [
     "WRITABLE_DEVICES",
@@ -170,6 +173,8 @@ class ProcessPolicy:
     """The ``bwrap`` options each command runs under (``()``: no namespaces)."""
     seccomp: bytes | None = field(default=None, repr=False)
     """The seccomp program ``bwrap`` applies (no UNIX sockets while the network is off)."""
+    spawner: Spawner | None = field(default=None, repr=False)
+    """The session's long-lived ``bwrap`` that starts each command (``_spawner``)."""
 
     @property
     def namespaced(self) -> bool:
@@ -194,15 +199,7 @@ class ProcessPolicy:
         end), or ``None`` without one; pass it to the child and close it after the spawn."""
         if self.seccomp is None or not self.wrapper:
             return None
-        read_fd, write_fd = os.pipe()
-        try:
-            os.write(write_fd, self.seccomp)  # a few hundred bytes: far below a pipe's size
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        return read_fd
+        return seccomp_pipe(self.seccomp)
 
     def absent_protected(self) -> tuple[Path, ...]:
         """The ``PROTECTED_NAMES`` of the workspace roots that do not exist now: a command
@@ -588,6 +585,15 @@ def _namespaced(
             layers.append("landlock")
     if seccomp is not None:
         layers.append("seccomp")
+    spawner = Spawner(
+        wrapper=wrapper,
+        binds=lambda: read_only_binds(policy.protected),
+        watched=(*policy.protected, *writable),
+        environment=policy.environment or {},
+        seccomp=lambda: None if seccomp is None else seccomp_pipe(seccomp),
+        spawn_thread=thread,
+    )
+    stack.callback(spawner.close)  # before the confined thread's (the stack unwinds LIFO)
     log.info(
         "sandbox.ready",
         mode=policy.sandbox,
@@ -606,4 +612,5 @@ def _namespaced(
         spawn_thread=thread,
         wrapper=wrapper,
         seccomp=seccomp,
+        spawner=spawner,
     )

@@ -53,6 +53,9 @@ __all__ = [
     "GroupProcess",
     "GroupStop",
     "SpawnThread",
+    "TreeProcess",
+    "children_by_parent",
+    "command_alive",
     "group_alive",
     "group_members",
     "open_group_process",
@@ -101,6 +104,19 @@ class SpawnThread(Protocol):
     async def run(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
         """Call ``start`` there and return what it returned (or raise what it raised)."""
         ...
+
+
+class TreeProcess(anyio.abc.Process):
+    """A process that knows how to stop itself and everything it started (a sandbox's
+    spawned command): :func:`stop_group` defers to its :meth:`stop`."""
+
+    async def stop(self, *, grace_s: float) -> GroupStop:
+        """Stop every process of the command (SIGTERM, the grace, SIGKILL) and wait."""
+        raise NotImplementedError
+
+    async def alive(self) -> bool:
+        """Whether a process of the command is left."""
+        raise NotImplementedError
 
 
 class GroupProcess(anyio.abc.Process):
@@ -274,7 +290,7 @@ def group_members(pgid: int) -> list[int]:
     return [pid for pid, _, group in processes if group == pgid]
 
 
-def _children_by_parent() -> dict[int, list[int]]:
+def children_by_parent() -> dict[int, list[int]]:
     """Every live (not zombie) process by parent pid, from /proc."""
     children: dict[int, list[int]] = {}
     for pid, parent, _ in _live_processes() or ():
@@ -285,7 +301,7 @@ def _children_by_parent() -> dict[int, list[int]]:
 def sandboxed_members(leader: int) -> tuple[list[int], list[int]]:
     """``(inits, members)`` of the ``bwrap`` started as ``leader``: its children (the init of
     the command's PID namespace) and every live process beneath them."""
-    children = _children_by_parent()
+    children = children_by_parent()
     inits = children.get(leader, [])
     members: list[int] = []
     pending = [pid for init in inits for pid in children.get(init, [])]
@@ -336,6 +352,13 @@ async def group_alive(pgid: int) -> bool:
     return bool(members)
 
 
+async def command_alive(process: anyio.abc.Process) -> bool:
+    """Whether a process of ``process``'s command is left: its tree's, or its group's."""
+    if isinstance(process, TreeProcess):
+        return await process.alive()
+    return await group_alive(process.pid)
+
+
 async def wait_group_gone(pgid: int) -> None:
     """Return once no live process is left in group ``pgid`` (bound it with a scope).
 
@@ -369,6 +392,8 @@ async def stop_group(process: anyio.abc.Process, *, grace_s: float) -> GroupStop
     members up to ``KILL_SETTLE_S`` to disappear. Safe to call again (on an empty group it
     only reaps). Bound it with a scope; run it shielded in cleanup.
     """
+    if isinstance(process, TreeProcess):
+        return await process.stop(grace_s=grace_s)
     if isinstance(process, GroupProcess) and process.namespaced:
         return await _stop_namespace(process, grace_s=grace_s)
     pgid = process.pid
