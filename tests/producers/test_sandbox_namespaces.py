@@ -115,6 +115,23 @@ def sleepers(marker: str) -> list[int]:
     return found
 
 
+# -- read-only ------------------------------------------------------------------------------
+
+
+async def test_a_read_only_session_in_the_temp_dir_sees_its_workspace(tmp_path: Path) -> None:
+    """``read-only`` mounts a private ``/tmp``; a workspace under ``/tmp`` (a checkout in a
+    temp dir, pytest's) stays visible there, readable and not writable."""
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("the project's notes\n")
+    with open_process_policy(sandbox="read-only", workspace_roots=[workspace]) as policy:
+        result = await sh(policy, "pwd; cat notes.txt; echo x > new.txt", cwd=str(workspace))
+    assert isinstance(result.content, str)
+    assert f"{workspace}\nthe project's notes\n" in result.content, result.content
+    assert "Read-only file system" in result.content
+    assert not (workspace / "new.txt").exists()
+
+
 # -- what the host runs later is read-only ---------------------------------------------------
 
 

@@ -109,10 +109,13 @@ def namespace_argv(
     writable: Sequence[Path],
     network: bool,
     private_tmp: Path | None,
+    visible: Sequence[Path] = (),
 ) -> tuple[str, ...]:
     """The ``bwrap`` options that come before a command's protected paths (then ``--``).
 
-    Mounts apply in order: everything read-only, then the writable roots, then (from
+    Mounts apply in order: everything read-only, the private temp dir on ``/tmp``, the
+    ``visible`` directories read-only again (a ``read-only`` session's workspace under
+    ``/tmp`` stays where it is), then the writable roots, then (from
     :func:`read_only_binds`) the protected paths read-only over them.
     """
     argv = [bwrap, *_NAMESPACES]
@@ -128,6 +131,9 @@ def namespace_argv(
     if private_tmp is not None:
         # First: a writable root under /tmp (pytest's, say) is then bound over it again.
         argv += ["--bind", os.fspath(private_tmp), "/tmp"]
+        for path in visible:
+            if path.is_relative_to("/tmp"):
+                argv += ["--ro-bind", os.fspath(path), os.fspath(path)]
     for path in writable:
         argv += ["--bind", os.fspath(path), os.fspath(path)]
     return tuple(argv)

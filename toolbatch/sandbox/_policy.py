@@ -429,7 +429,7 @@ def open_sandbox(
             environment=MappingProxyType(environment),
         )
         if sandbox != "off":
-            policy = _confine(policy, writable, landlock_probe, namespaces_probe, stack)
+            policy = _confine(policy, writable, roots, landlock_probe, namespaces_probe, stack)
         yield policy
 
 
@@ -447,6 +447,7 @@ def _protected(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
 def _confine(
     policy: ProcessPolicy,
     writable: list[Path],
+    roots: list[Path],
     probe: LandlockProbe,
     namespaces_probe: NamespacesProbe,
     stack: contextlib.ExitStack,
@@ -455,7 +456,7 @@ def _confine(
     abi = probe()
     bwrap, no_namespaces = namespaces_probe()
     if bwrap is not None:
-        return _namespaced(policy, writable, bwrap, abi, stack)
+        return _namespaced(policy, writable, roots, bwrap, abi, stack)
     consequence = (
         "every shell command is refused (sandbox_required)"
         if policy.required
@@ -545,6 +546,7 @@ def _scopes(abi: int) -> int:
 def _namespaced(
     policy: ProcessPolicy,
     writable: list[Path],
+    roots: list[Path],
     bwrap: str,
     abi: int,
     stack: contextlib.ExitStack,
@@ -556,6 +558,7 @@ def _namespaced(
         writable=writable,
         network=policy.network,
         private_tmp=policy.temp_dir,
+        visible=roots,
     )
     handled_net = _landlock.NET_RIGHTS if not policy.network and abi >= _landlock.NET_ABI else 0
     scoped = _scopes(abi)
