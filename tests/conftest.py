@@ -94,7 +94,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: _start_rank(relatives[item]))
 
 
+class _XdistGroups:
+    """Gives each test of an ``xdist_group`` its group under ``--dist loadgroup``, once every
+    marker is on it.
+
+    xdist marks a group by suffixing the test's nodeid in its own
+    ``pytest_collection_modifyitems``, which runs before the one above (so the groups added
+    there were missed) and, from pytest 9.2 (structured node ids), writes a field pytest no
+    longer reads (pytest-dev/pytest-xdist#1386, fix proposed in #1388): no test was grouped.
+    """
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> Iterator[None]:
+        yield
+        if not getattr(config.option, "loadgroup", False):
+            return
+        for item in items:
+            marks = item.iter_markers("xdist_group")
+            groups = sorted(
+                {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks}
+            )
+            nodeid = item.nodeid
+            if not groups or nodeid.endswith(suffix := f"@{'_'.join(groups)}"):
+                continue
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # xdist's suffix, of fewer groups
+                nodeid = nodeid[: nodeid.rfind("@")]
+            if hasattr(item, "_id"):  # pytest >= 9.2
+                from _pytest.nodeid import NodeId
+
+                item._id = NodeId.parse(nodeid + suffix)
+            else:
+                item._nodeid = nodeid + suffix
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_XdistGroups(), "xdist-groups")
     # The library never configures structlog; test runs do, so nothing lands on stdout.
     structlog.configure(
         processors=[

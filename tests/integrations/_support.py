@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
+from importlib.util import find_spec
 from pathlib import Path
 
 import anyio
+import pytest
 
 from tests.processes import alive as alive
 from toolbatch.finalize import TRUNCATION_HEADER
@@ -19,6 +21,21 @@ BIG_COMMAND = "seq 1 60000"
 """A command whose output (348,894 characters) the shell previews and persists."""
 SMALL_COMMAND = "echo small"
 FULL_OUTPUT = re.compile(r"^Full output: (.+)$", re.MULTILINE)
+INTEGRATIONS = pytest.mark.xdist_group("integrations")
+"""The framework modules' xdist group: one worker imports the frameworks (seconds of CPU)."""
+
+
+def requires(module: str) -> pytest.MarkDecorator:
+    """Skip a test module when ``module`` is not installed, with ``pytest.importorskip``'s
+    reason, without importing it: the frameworks are imported by the tests that use them, so
+    collecting these modules (every xdist worker does) costs no framework import."""
+    parts = module.split(".")
+    for end in range(1, len(parts) + 1):
+        name = ".".join(parts[:end])
+        if find_spec(name) is None:  # a parent package found is imported: each is a cheap one
+            reason = f"could not import {module!r}: No module named {name!r}"
+            return pytest.mark.skipif(True, reason=reason)
+    return pytest.mark.skipif(False, reason=f"{module!r} is installed")
 
 
 def check_bounded(texts: Sequence[str], *, budget: int = BUDGET) -> list[Path]:

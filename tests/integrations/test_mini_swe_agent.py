@@ -6,48 +6,54 @@ import json
 import signal
 import threading
 import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("minisweagent")
-
 import yaml
-from minisweagent.agents import get_agent
-from minisweagent.config import get_config_path
-from minisweagent.environments import get_environment
-from minisweagent.models.test_models import DeterministicToolcallModel, make_toolcall_output
 
 from tests.integrations._support import (
     BIG_COMMAND,
     BUDGET,
+    INTEGRATIONS,
     SMALL_COMMAND,
     alive,
     check_bounded,
     pid_command,
+    requires,
     running_pid,
 )
-from toolbatch.integrations.mini_swe_agent import ToolbatchEnvironment
+
+# mini-swe-agent and toolbatch's module over it are imported where a test runs.
+pytestmark = [INTEGRATIONS, requires("minisweagent")]
 
 ENVIRONMENT = "toolbatch.integrations.mini_swe_agent.ToolbatchEnvironment"
 AGENT = "toolbatch.integrations.mini_swe_agent.ToolbatchAgent"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
-class RecordingModel(DeterministicToolcallModel):
-    """mini-swe-agent's deterministic tool-call model, keeping every request it received."""
+@cache
+def _recording_model_class() -> type[Any]:
+    from minisweagent.models.test_models import DeterministicToolcallModel
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.requests: list[list[dict[str, Any]]] = []
+    class RecordingModel(DeterministicToolcallModel):
+        """mini-swe-agent's deterministic tool-call model, keeping every request it received."""
 
-    def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-        self.requests.append([dict(message) for message in messages])
-        return super().query(messages, **kwargs)
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.requests: list[list[dict[str, Any]]] = []
+
+        def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+            self.requests.append([dict(message) for message in messages])
+            return super().query(messages, **kwargs)
+
+    return RecordingModel
 
 
 def _response(*commands: str, prefix: str) -> dict[str, Any]:
+    from minisweagent.models.test_models import make_toolcall_output
+
     ids = [f"{prefix}{index}" for index in range(len(commands))]
     tool_calls = [
         {
@@ -66,8 +72,12 @@ def _response(*commands: str, prefix: str) -> dict[str, Any]:
 
 def _mini(tmp_path: Path, agent_class: str, *responses: dict[str, Any]) -> Any:
     """mini.yaml's own agent and templates, with the environment given by its import path."""
+    from minisweagent.agents import get_agent
+    from minisweagent.config import get_config_path
+    from minisweagent.environments import get_environment
+
     config = yaml.safe_load(get_config_path("mini").read_text())
-    model = RecordingModel(
+    model = _recording_model_class()(
         outputs=list(responses),
         observation_template=config["model"]["observation_template"],
     )
@@ -127,6 +137,8 @@ def test_the_default_agent_runs_each_action_through_toolbatch(tmp_path: Path) ->
 
 def test_a_timeout_stops_the_command_and_says_so(tmp_path: Path) -> None:
     """A command over its timeout is stopped; mini-swe-agent gets returncode -1 and why."""
+    from toolbatch.integrations.mini_swe_agent import ToolbatchEnvironment
+
     env = ToolbatchEnvironment(artifacts_dir=str(tmp_path), timeout=1)
     with env:
         output = env.execute({"command": "echo started; sleep 30"})

@@ -5,52 +5,65 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("agents")
-
-from agents import Agent, ModelResponse, RunConfig, Runner, Usage
-from agents.models.interface import Model
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
 
 from tests.integrations._support import (
     BIG_COMMAND,
     BUDGET,
+    INTEGRATIONS,
     SMALL_COMMAND,
     check_bounded,
     pid_command,
+    requires,
     wait_dead,
     wait_for_pid,
 )
 from toolbatch import JsonlRecorder, SchedulerConfig, load_session
 from toolbatch.hooks import PostToolBatchOutput
-from toolbatch.integrations.openai_agents import ToolbatchTools
+
+if TYPE_CHECKING:
+    from toolbatch.integrations.openai_agents import ToolbatchTools
+
+# The SDK (2 s of CPU) and toolbatch's module over it are imported where a test runs.
+pytestmark = [INTEGRATIONS, requires("agents")]
 
 
-class ScriptedModel(Model):
-    """An Agents SDK model answering from a script, keeping every input it received."""
+@cache
+def _scripted_model_class() -> type[Any]:
+    from agents import ModelResponse, Usage
+    from agents.models.interface import Model
 
-    def __init__(self, *outputs: list[Any]) -> None:
-        self.outputs = list(outputs)
-        self.inputs: list[list[Any]] = []
+    class ScriptedModel(Model):
+        """An Agents SDK model answering from a script, keeping every input it received."""
 
-    async def get_response(self, system_instructions, input, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
-        del system_instructions, args, kwargs
-        self.inputs.append(list(input) if isinstance(input, list) else [input])
-        return ModelResponse(output=self.outputs.pop(0), usage=Usage(), response_id=None)
+        def __init__(self, *outputs: list[Any]) -> None:
+            self.outputs = list(outputs)
+            self.inputs: list[list[Any]] = []
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("the tests run Runner.run, not streamed")
+        async def get_response(self, system_instructions, input, *args: Any, **kwargs: Any):  # type: ignore[no-untyped-def]
+            del system_instructions, args, kwargs
+            self.inputs.append(list(input) if isinstance(input, list) else [input])
+            return ModelResponse(output=self.outputs.pop(0), usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            raise NotImplementedError("the tests run Runner.run, not streamed")
+
+    return ScriptedModel
+
+
+def scripted_model(*outputs: list[Any]) -> Any:
+    """A ScriptedModel answering ``outputs`` (its class, a subclass of the SDK's Model, is
+    defined on the first call)."""
+    return _scripted_model_class()(*outputs)
 
 
 def shell_calls(*commands: str, prefix: str = "c") -> list[Any]:
+    from openai.types.responses import ResponseFunctionToolCall
+
     return [
         ResponseFunctionToolCall(
             type="function_call",
@@ -63,6 +76,8 @@ def shell_calls(*commands: str, prefix: str = "c") -> list[Any]:
 
 
 def answer(text: str) -> list[Any]:
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
     return [
         ResponseOutputMessage(
             id="m",
@@ -78,7 +93,9 @@ def _outputs(items: list[Any]) -> list[dict[str, Any]]:
     return [item for item in items if item.get("type") == "function_call_output"]
 
 
-async def _run(tb: ToolbatchTools, model: ScriptedModel) -> Any:
+async def _run(tb: ToolbatchTools, model: Any) -> Any:
+    from agents import Agent, RunConfig, Runner
+
     agent = Agent(name="coder", model=model, tools=tb.tools)
     config = RunConfig(call_model_input_filter=tb.model_input_filter, tracing_disabled=True)
     return await Runner.run(agent, "go", run_config=config)
@@ -86,7 +103,9 @@ async def _run(tb: ToolbatchTools, model: ScriptedModel) -> Any:
 
 async def test_a_turn_of_three_calls_reaches_the_model_bounded_in_order(tmp_path: Path) -> None:
     """The next model input's outputs fit the budget, name their artifacts, keep their ids."""
-    model = ScriptedModel(
+    from toolbatch.integrations.openai_agents import ToolbatchTools
+
+    model = scripted_model(
         shell_calls(BIG_COMMAND, SMALL_COMMAND, BIG_COMMAND, BIG_COMMAND),
         shell_calls(SMALL_COMMAND, prefix="d"),  # the SDK refuses a reused call id
         answer("done"),
@@ -112,12 +131,13 @@ async def test_a_turn_of_three_calls_reaches_the_model_bounded_in_order(tmp_path
 
 async def test_hook_context_follows_the_outputs_as_a_user_message(tmp_path: Path) -> None:
     """A PostToolBatch hook's context reaches the model after the batch's outputs."""
+    from toolbatch.integrations.openai_agents import ToolbatchTools
 
     async def hook(batch: object) -> PostToolBatchOutput:
         del batch
         return PostToolBatchOutput(additional_context="remember the tests")
 
-    model = ScriptedModel(shell_calls(SMALL_COMMAND, SMALL_COMMAND, SMALL_COMMAND), answer("ok"))
+    model = scripted_model(shell_calls(SMALL_COMMAND, SMALL_COMMAND, SMALL_COMMAND), answer("ok"))
     async with ToolbatchTools(SchedulerConfig(artifacts_dir=tmp_path, hooks=[hook])) as tb:
         await _run(tb, model)
     tail = model.inputs[1][-4:]
@@ -132,8 +152,10 @@ async def test_cancelling_the_run_kills_the_running_commands(tmp_path: Path) -> 
     The SDK cancels its tool tasks without waiting for them, so the commands are stopped
     just after ``Runner.run`` has returned, not before.
     """
+    from toolbatch.integrations.openai_agents import ToolbatchTools
+
     pid_files = [tmp_path / f"pid{index}" for index in range(3)]
-    model = ScriptedModel(shell_calls(*(pid_command(path) for path in pid_files)))
+    model = scripted_model(shell_calls(*(pid_command(path) for path in pid_files)))
     async with ToolbatchTools(SchedulerConfig(artifacts_dir=tmp_path / "art")) as tb:
         run = asyncio.ensure_future(_run(tb, model))  # noqa: TID251  (what an SDK caller does)
         pids = [await wait_for_pid(path) for path in pid_files]
@@ -145,5 +167,7 @@ async def test_cancelling_the_run_kills_the_running_commands(tmp_path: Path) -> 
 
 def test_the_tools_need_an_open_session() -> None:
     """Reading .tools before opening says how to open it."""
+    from toolbatch.integrations.openai_agents import ToolbatchTools
+
     with pytest.raises(RuntimeError, match="async with ToolbatchTools"):
         _ = ToolbatchTools().tools

@@ -4,36 +4,31 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
-from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from tests.integrations._support import (
     BIG_COMMAND,
     BUDGET,
+    INTEGRATIONS,
     SMALL_COMMAND,
     alive,
     check_bounded,
     pid_command,
+    requires,
     wait_for_pid,
 )
 from tests.telemetry._support import Recorded
 from toolbatch import JsonlRecorder, SchedulerConfig, load_session, telemetry
 from toolbatch.hooks import PostToolBatchOutput
-from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo
+
+# pydantic-ai (1 s of CPU) and toolbatch's module over it are imported where a test runs.
+pytestmark = [INTEGRATIONS, requires("pydantic_ai")]
 
 
 class ScriptedFunction:
@@ -50,6 +45,8 @@ class ScriptedFunction:
 
 
 def _shell_calls(*commands: str) -> ModelResponse:
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
     return ModelResponse(
         parts=[
             ToolCallPart("run_shell_command", {"command": command}, tool_call_id=f"c{index}")
@@ -59,6 +56,8 @@ def _shell_calls(*commands: str) -> ModelResponse:
 
 
 def _returns(request: list[ModelMessage]) -> list[ToolReturnPart]:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
     last = request[-1]
     assert isinstance(last, ModelRequest)
     return [part for part in last.parts if isinstance(part, ToolReturnPart)]
@@ -66,6 +65,12 @@ def _returns(request: list[ModelMessage]) -> list[ToolReturnPart]:
 
 async def test_a_turn_of_three_calls_reaches_the_model_bounded_in_order(tmp_path: Path) -> None:
     """The next request's tool returns fit the budget, name their artifacts, keep their ids."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
     script = ScriptedFunction(
         _shell_calls(BIG_COMMAND, SMALL_COMMAND, BIG_COMMAND, BIG_COMMAND),
         _shell_calls(SMALL_COMMAND),
@@ -100,6 +105,11 @@ async def test_a_turn_of_three_calls_reaches_the_model_bounded_in_order(tmp_path
 
 async def test_hook_context_is_its_own_part_after_the_returns(tmp_path: Path) -> None:
     """A PostToolBatch hook's context reaches the model as a user prompt part, bounded too."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from toolbatch.integrations.pydantic_ai import ToolbatchToolset
 
     async def hook(batch: object) -> PostToolBatchOutput:
         del batch
@@ -123,6 +133,12 @@ async def test_hook_context_is_its_own_part_after_the_returns(tmp_path: Path) ->
 async def test_a_model_response_is_one_batch_and_one_turn_span(tmp_path: Path) -> None:
     """The calls pydantic-ai starts together run as one toolbatch batch: telemetry shows one
     turn with every call's span under it, not a turn per call."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
     recorded = Recorded()
     telemetry.configure(
         tracer_provider=recorded.tracer_provider, meter_provider=recorded.meter_provider
@@ -148,6 +164,11 @@ async def test_a_model_response_is_one_batch_and_one_turn_span(tmp_path: Path) -
 
 async def test_cancelling_the_run_kills_the_running_commands(tmp_path: Path) -> None:
     """A cancelled agent run leaves no command running."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import FunctionModel
+
+    from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
     pid_files = [tmp_path / f"pid{index}" for index in range(3)]
     script = ScriptedFunction(_shell_calls(*(pid_command(path) for path in pid_files)))
     ts = ToolbatchToolset(SchedulerConfig(artifacts_dir=tmp_path / "art"))
