@@ -107,8 +107,12 @@ def test_content_length_counts_code_points_not_bytes_or_utf16() -> None:
 
 def test_non_success_status_requires_an_error_message() -> None:
     """A cancelled (or any non-success) response without an error message is rejected."""
-    with pytest.raises(ValidationError, match="needs an error message"):
+    with pytest.raises(ValueError, match="needs an error message"):
         ToolCallResponse(call_id="c", name="t", parts=[], status="cancelled")
+    with pytest.raises(ValidationError, match="needs an error message"):
+        ToolCallResponse.model_validate(
+            {"call_id": "c", "name": "t", "parts": [], "status": "skipped"}
+        )
 
 
 def _response_with_files() -> ToolCallResponse:
