@@ -269,6 +269,23 @@ parts_adapter: Final[TypeAdapter[list[Part]]] = TypeAdapter(
 """Validates a wire list of parts and dumps it back to the identical dicts."""
 
 
+def _check_parts(parts: object, where: str) -> None:
+    """A constructor's check of its parts: a list of part objects (wire dicts are
+    validated, not taken as they are)."""
+    if not isinstance(parts, list):
+        raise TypeError(
+            f"{where} must be a list of parts (TextPart, FunctionResponsePart, "
+            f"InlineDataPart, FileDataPart), got {parts!r:.80}"
+        )
+    for part in parts:
+        if type(part) not in _PART_CLASSES:
+            raise TypeError(
+                f"{where} holds {part!r:.80}, not a part object; build parts with "
+                f"TextPart(text=...) etc., or validate wire dicts with "
+                f"toolbatch.parts_adapter.validate_python(...)"
+            )
+
+
 RESPONSE_TEXT_KEYS: Final = ("output", "error")
 """The keys of a function response whose string values are model-facing text as they are."""
 
@@ -377,6 +394,11 @@ class ToolResult(_WireValue):
         default=None, repr=False
     )
 
+    def __post_init__(self) -> None:
+        content = self.content
+        if type(content) is not str:
+            _check_parts(content, "ToolResult.content")
+
     @classmethod
     def failure(
         cls, message: str, *, type: str = "execution_failed", content: str = ""
@@ -425,6 +447,7 @@ class ToolCallResponse(_WireValue):
     hook_stop: Annotated[str | None, Field(exclude=True)] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        _check_parts(self.parts, "ToolCallResponse.parts")
         if self.status != "success" and not self.error:
             raise ValueError(
                 f"a response with status {self.status!r} needs an error message; "
