@@ -479,12 +479,9 @@ class ToolCallResponse(_WireValue):
         ``finalize_state`` is kept: the finalizer only uses it for slots whose text is
         still exactly the preview it made.
         """
-        files = (
-            self.persisted_output_files
-            if persisted_output_files == "keep"
-            else persisted_output_files
-        )
-        return replace_finalized(self, parts, self.finalize_state, files)
+        if persisted_output_files == "keep":
+            return dataclasses.replace(self, parts=parts)
+        return dataclasses.replace(self, parts=parts, persisted_output_files=persisted_output_files)
 
     @classmethod
     def from_result(
