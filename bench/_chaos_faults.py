@@ -364,7 +364,7 @@ async def chaos_weird(salt: str, repeat: int) -> str:
 @tool
 async def chaos_media(salt: str, data: str) -> list[Part]:
     """Return a text part and an image."""
-    image = InlineDataPart(inlineData=InlineData(mimeType="image/png", data=data))
+    image = InlineDataPart(inline_data=InlineData(mime_type="image/png", data=data))
     return [TextPart(text=f"{salt} picture"), image]
 
 
@@ -382,7 +382,7 @@ def _png_bytes() -> bytes:
 
 def _inline(mime: str, data: bytes) -> InlineDataPart:
     return InlineDataPart(
-        inlineData=InlineData(mimeType=mime, data=base64.b64encode(data).decode())
+        inline_data=InlineData(mime_type=mime, data=base64.b64encode(data).decode())
     )
 
 
@@ -403,10 +403,10 @@ async def chaos_hostile_media(kind: str, salt: str) -> list[Part]:
     elif kind == "long_mime":
         part = _inline("image/png" + long, _png_bytes())
     elif kind == "long_uri":
-        part = FileDataPart(fileData=FileData(mimeType="image/png", fileUri="gs://b/" + long))
+        part = FileDataPart(file_data=FileData(mime_type="image/png", file_uri="gs://b/" + long))
     else:  # long_file_mime
         mime = "image/png;x=" + long
-        part = FileDataPart(fileData=FileData(mimeType=mime, fileUri=f"gs://b/{salt}.png"))
+        part = FileDataPart(file_data=FileData(mime_type=mime, file_uri=f"gs://b/{salt}.png"))
     return [TextPart(text=f"{salt} hostile media ({kind})"), part]
 
 
@@ -525,7 +525,7 @@ def _python_hook(mode: str, salt: str, probe: HookProbe, inject_path: Path) -> A
             name=target.tool_name,
             parts=[
                 FunctionResponsePart(
-                    functionResponse=FunctionResponse(
+                    function_response=FunctionResponse(
                         id=target.tool_use_id, name=target.tool_name, response=body
                     )
                 )

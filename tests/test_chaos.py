@@ -94,7 +94,7 @@ pytestmark = pytest.mark.timeout(600)
 
 def _response(call_id: str, name: str = "t", output: str = "out", **extra: Any) -> ToolCallResponse:
     part = FunctionResponsePart(
-        functionResponse=FunctionResponse(id=call_id, name=name, response={"output": output})
+        function_response=FunctionResponse(id=call_id, name=name, response={"output": output})
     )
     return ToolCallResponse(call_id=call_id, name=name, parts=[part], **extra)
 

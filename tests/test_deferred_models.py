@@ -23,7 +23,7 @@ def first_use(index):
     try:
         call = ToolCall(id=f"c{index}", name="t", args={"n": index})
         response = ToolCallResponse.from_result(call, ToolResult(content=f"out {index}"))
-        turn = Turn(responses=[response])
+        turn = Turn(responses=[response], parts=list(response.parts))
         assert turn.responses[0].call_id == f"c{index}"
         assert response.model_dump(by_alias=True)["parts"], response
         ToolCall.model_validate({"id": "x", "name": "t", "nope": 1})

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
+from hypothesis import given, settings
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 import toolbatch
+from tests.strategies import scaled, tool_call_responses
 from toolbatch import (
     FunctionResponsePart,
     InlineDataPart,
@@ -18,6 +22,7 @@ from toolbatch import (
     ToolCall,
     ToolCallResponse,
     ToolResult,
+    Turn,
 )
 
 WIRE_PARTS: list[dict[str, Any]] = [
@@ -107,8 +112,12 @@ def test_content_length_counts_code_points_not_bytes_or_utf16() -> None:
 
 def test_non_success_status_requires_an_error_message() -> None:
     """A cancelled (or any non-success) response without an error message is rejected."""
-    with pytest.raises(ValidationError, match="needs an error message"):
+    with pytest.raises(ValueError, match="needs an error message"):
         ToolCallResponse(call_id="c", name="t", parts=[], status="cancelled")
+    with pytest.raises(ValidationError, match="needs an error message"):
+        ToolCallResponse.model_validate(
+            {"call_id": "c", "name": "t", "parts": [], "status": "skipped"}
+        )
 
 
 def _response_with_files() -> ToolCallResponse:
@@ -202,3 +211,72 @@ def test_failed_response_is_already_decided_for_persistence() -> None:
     response = ToolCallResponse.failed(ToolCall(id="c", name="t"), "unknown tool 't'")
     assert response.persisted_output_files == ()
     assert response.status == "error"
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(
+            lambda: ToolCallResponse(call_id="c", name="t", parts=[{"text": "x"}]), id="response"
+        ),
+        pytest.param(lambda: ToolResult(content=[{"text": "x"}]), id="result"),
+        pytest.param(lambda: ToolCallResponse(call_id="c", name="t", parts="x"), id="not-a-list"),
+    ],
+)
+def test_constructors_refuse_wire_dicts_as_parts_saying_how_to_validate(build: Any) -> None:
+    """Constructors take part objects; a wire dict is refused with the way to validate it."""
+    with pytest.raises(TypeError, match="parts") as caught:
+        build()
+    assert "TextPart" in str(caught.value)
+
+
+def test_value_types_are_frozen_hashable_and_pickle() -> None:
+    """A part is immutable, hashable when its fields are, and survives a pickle round trip."""
+    part = TextPart(text="a")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        part.text = "b"  # type: ignore[misc]
+    assert hash(part) == hash(TextPart(text="a"))
+    assert {part, TextPart(text="a")} == {part}
+    response = ToolCallResponse.from_result(ToolCall(id="c", name="t"), ToolResult(content="x"))
+    assert pickle.loads(pickle.dumps(response)) == response
+
+
+def test_model_copy_replaces_fields_without_validating() -> None:
+    """model_copy(update=...) keeps the other fields; model_validate keeps an instance."""
+    response = _response_with_files()
+    renamed = response.model_copy(update={"name": "other"})
+    assert renamed.name == "other"
+    assert renamed.parts == response.parts
+    assert renamed.persisted_output_files == response.persisted_output_files
+    assert response.model_copy() == response
+    assert ToolCallResponse.model_validate(response) is response
+
+
+def test_pydantic_models_nest_the_value_types() -> None:
+    """A pydantic model with a response field validates its wire form and dumps it back."""
+
+    class Holder(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        response: ToolCallResponse
+
+    wire = {"call_id": "c", "name": "t", "parts": [{"text": "hi"}], "status": "success"}
+    holder = Holder.model_validate({"response": wire})
+    assert holder.response.parts == [TextPart(text="hi")]
+    assert holder.model_dump()["response"]["parts"] == [{"text": "hi"}]
+    with pytest.raises(ValidationError, match="unknown part shape"):
+        Holder.model_validate({"response": {**wire, "parts": [{"thought": "x"}]}})
+
+
+@settings(max_examples=scaled(100))
+@given(tool_call_responses())
+def test_a_response_round_trips_through_its_dump(response: ToolCallResponse) -> None:
+    """Any response validates back from its dump to equal parts, status and error, and its
+    turn dumps the same wire parts (internal fields never travel)."""
+    rebuilt = ToolCallResponse.model_validate(response.model_dump())
+    assert rebuilt.parts == response.parts
+    assert (rebuilt.status, rebuilt.error) == (response.status, response.error)
+    assert rebuilt.persisted_output_files is None
+    turn = Turn(responses=[response], parts=list(response.parts))
+    assert turn.wire_parts() == toolbatch.parts_adapter.dump_python(
+        rebuilt.parts, mode="json", by_alias=True, exclude_none=True
+    )

@@ -369,7 +369,7 @@ def _rebuild_tool_turn(record: dict[str, Any], parts: list[Part]) -> RecordedTur
         if status != "success" and not error:
             error = f"recorded with status {status}"
         responses.append(
-            ToolCallResponse.model_construct(
+            ToolCallResponse(
                 call_id=str(meta.get("call_id", "")),
                 name=str(meta.get("name", "")),
                 parts=own,

@@ -159,7 +159,7 @@ async def test_mcp_displays_stay_bounded_text_and_media_alike() -> None:
     assert json_string_bytes(big["rawOutput"]) <= ACP_TOOL_RESULT_JSON_BYTES
     huge_png = "A" * (ACP_MEDIA_JSON_BYTES + 4)
     call = ToolCall(id="c", name="shot")
-    image = InlineDataPart(inlineData=InlineData(mimeType="image/png", data=huge_png))
+    image = InlineDataPart(inline_data=InlineData(mime_type="image/png", data=huge_png))
     result = ToolResult(content=[TextPart(text="a screenshot"), image])
     update = finished_update("c", ToolCallResponse.from_result(call, result))
     wire = project_message(

@@ -111,7 +111,7 @@ def test_replacement_never_inherits_persisted_output_files() -> None:
     forged = ToolCallResponse(
         call_id="other",
         name="t",
-        parts=[{"text": "redacted"}],  # type: ignore[list-item]
+        parts=[TextPart(text="redacted")],
         persisted_output_files=(Path("/etc/passwd"),),
     )
     [out] = apply_hook_output([original], PostToolBatchOutput(replace={"a": forged})).responses

@@ -199,7 +199,7 @@ def test_tool_results_show_the_display_text(display: Any, error: str | None, sho
     result = ToolResult(
         content=[
             TextPart(text="model text"),
-            InlineDataPart(inlineData=InlineData(mimeType="image/png", data=png)),
+            InlineDataPart(inline_data=InlineData(mime_type="image/png", data=png)),
         ],
         display=display,
         error=None if error is None else ToolFailure(message=error),

@@ -362,11 +362,11 @@ async def _binary_result(data: bytes, call: ToolCall, context: ProducerContext) 
     if inline:
         assert media is not None
         image = InlineData(
-            mimeType=media.mime_type,
+            mime_type=media.mime_type,
             data=base64.b64encode(data).decode("ascii"),
             persisted_file=saved.path if saved.kept_bytes == len(data) else None,
         )
-        content.append(InlineDataPart(inlineData=image))
+        content.append(InlineDataPart(inline_data=image))
     return ToolResult(content=content, display=description, persisted_output_files=saved.files)
 
 

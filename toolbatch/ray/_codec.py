@@ -162,7 +162,7 @@ def decode_turn(data: Mapping[str, Any]) -> Turn:
     responses = [decode_response(item) for item in data["responses"]]
     parts: list[Part] = [part for response in responses for part in response.parts]
     parts.extend(parts_adapter.validate_python(data["context_parts"]))
-    return Turn.model_construct(responses=responses, parts=parts, stop_reason=data["stop_reason"])
+    return Turn(responses=responses, parts=parts, stop_reason=data["stop_reason"])
 
 
 def encode_declarations(declarations: Sequence[ToolDeclaration]) -> list[Wire]:

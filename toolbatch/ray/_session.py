@@ -640,7 +640,7 @@ class SessionHandle:
             answered, budget=budget, store=None, lifecycle_tools=self.config.lifecycle
         )
         parts = [part for response in finalized for part in response.parts]
-        return Turn.model_construct(responses=finalized, parts=parts, stop_reason=None)
+        return Turn(responses=finalized, parts=parts, stop_reason=None)
 
     async def _record(self, turn: Turn, recorder: Recorder | UseConfig | None) -> Turn:
         record = self.config.recorder if isinstance(recorder, UseConfig) else recorder

@@ -79,9 +79,7 @@ class _Bounded:
 
 
 def _media_part(block: types.ImageContent | types.AudioContent) -> InlineDataPart:
-    return InlineDataPart.model_construct(
-        inline_data=InlineData.model_construct(mime_type=block.mime_type, data=block.data)
-    )
+    return InlineDataPart(inline_data=InlineData(mime_type=block.mime_type, data=block.data))
 
 
 def _describe_link(block: types.ResourceLink) -> str:
@@ -180,8 +178,8 @@ def transform_text_result(result: types.CallToolResult, *, trigger_chars: int) -
     structured = result.structured_content
     if structured is not None:
         display["structuredContent"] = structured
-    return ToolResult.model_construct(
-        content=[TextPart.model_construct(text=text)],
+    return ToolResult(
+        content=[TextPart(text=text)],
         display=display,
         error=None,
         persisted_output_files=None,
@@ -266,10 +264,10 @@ async def transform_result(
                 "persisted_output_files": persisted,
             }
         )
-    content: list[Part] = [TextPart.model_construct(text=text) for text in bounded.texts]
+    content: list[Part] = [TextPart(text=text) for text in bounded.texts]
     content.extend(media)
     # The finalizer shortens the preview from what it kept, under the same one header.
-    return ToolResult.model_construct(
+    return ToolResult(
         content=content,
         display=display,
         error=None,
