@@ -571,63 +571,46 @@ def replace_field(value: _D, name: str, new: Any) -> _D:
     return dataclasses.replace(value, **{name: new})  # type: ignore[type-var]
 
 
-# The finalizer's hot path builds three values per cut response, thousands per batch. A
-# frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (1.7 us for
-# a response), and even its slot descriptors called one by one cost 1.2 us for the three
-# values of a cut response. These builders fill a twin class of the same slots, which has no
-# frozen ``__setattr__`` (so each field is one plain attribute store), then give the object
-# its real class: Python's ``__class__`` assignment between classes of the same slot layout
-# (0.6 us for the three). For values toolbatch itself made: no ``__post_init__`` check, they
-# are complete by construction. The twins take their slots from the dataclasses' fields, so
-# the layouts cannot drift (an assignment between different layouts raises TypeError).
+# The finalizer's hot path builds three values per cut response, thousands per batch, and a
+# frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``. These
+# builders make the same plain objects through the classes' own slot descriptors, for
+# values toolbatch itself made (no ``__post_init__`` check: they are complete by
+# construction). They are the dataclasses' own slots, not any library's internals.
 _new = object.__new__
-
-
-def _slots_of(cls: type[Any]) -> tuple[str, ...]:
-    return tuple(item.name for item in dataclasses.fields(cls))
-
-
-class _FunctionResponseFields(_WireValue):
-    __slots__ = _slots_of(FunctionResponse)
-    id: str
-    name: str
-    response: dict[str, JsonValue]
-
-
-class _FunctionResponsePartFields(_WireValue):
-    __slots__ = _slots_of(FunctionResponsePart)
-    function_response: FunctionResponse
-
-
-class _ResponseFields(_WireValue):
-    __slots__ = _slots_of(ToolCallResponse)
-    call_id: str
-    name: str
-    parts: list[Part]
-    display: JsonValue
-    error: str | None
-    error_type: str | None
-    status: ResponseStatus
-    persisted_output_files: tuple[Path, ...] | None
-    finalize_state: object
-    call_args: dict[str, JsonValue] | None
-    hook_notes: tuple[str, ...]
-    hook_stop: str | None
+_set_body_id = FunctionResponse.__dict__["id"].__set__
+_set_body_name = FunctionResponse.__dict__["name"].__set__
+_set_body_response = FunctionResponse.__dict__["response"].__set__
+_set_part_body = FunctionResponsePart.__dict__["function_response"].__set__
+_SET_RESPONSE: Final = tuple(
+    ToolCallResponse.__dict__[item.name].__set__ for item in dataclasses.fields(ToolCallResponse)
+)
+(
+    _set_call_id,
+    _set_name,
+    _set_parts,
+    _set_display,
+    _set_error,
+    _set_error_type,
+    _set_status,
+    _set_files,
+    _set_state,
+    _set_call_args,
+    _set_hook_notes,
+    _set_hook_stop,
+) = _SET_RESPONSE
 
 
 def _new_function_part(
     call_id: str, name: str, response: dict[str, JsonValue]
 ) -> FunctionResponsePart:
     """``FunctionResponsePart(function_response=FunctionResponse(...))``, built directly."""
-    body = _new(_FunctionResponseFields)
-    body.id = call_id
-    body.name = name
-    body.response = response
-    body.__class__ = FunctionResponse  # type: ignore[assignment]
-    part = _new(_FunctionResponsePartFields)
-    part.function_response = body  # type: ignore[assignment]
-    part.__class__ = FunctionResponsePart  # type: ignore[assignment]
-    return part  # type: ignore[return-value]
+    body = _new(FunctionResponse)
+    _set_body_id(body, call_id)
+    _set_body_name(body, name)
+    _set_body_response(body, response)
+    part = _new(FunctionResponsePart)
+    _set_part_body(part, body)
+    return part
 
 
 def _new_response(
@@ -645,21 +628,20 @@ def _new_response(
     hook_stop: str | None,
 ) -> ToolCallResponse:
     """A ``ToolCallResponse`` of every field's value, built directly (the hot paths')."""
-    response = _new(_ResponseFields)
-    response.call_id = call_id
-    response.name = name
-    response.parts = parts
-    response.display = display
-    response.error = error
-    response.error_type = error_type
-    response.status = status
-    response.persisted_output_files = persisted_output_files
-    response.finalize_state = finalize_state
-    response.call_args = call_args
-    response.hook_notes = hook_notes
-    response.hook_stop = hook_stop
-    response.__class__ = ToolCallResponse  # type: ignore[assignment]
-    return response  # type: ignore[return-value]
+    response = _new(ToolCallResponse)
+    _set_call_id(response, call_id)
+    _set_name(response, name)
+    _set_parts(response, parts)
+    _set_display(response, display)
+    _set_error(response, error)
+    _set_error_type(response, error_type)
+    _set_status(response, status)
+    _set_files(response, persisted_output_files)
+    _set_state(response, finalize_state)
+    _set_call_args(response, call_args)
+    _set_hook_notes(response, hook_notes)
+    _set_hook_stop(response, hook_stop)
+    return response
 
 
 def replace_finalized(
@@ -734,31 +716,8 @@ def replace_output(
     are set as in :func:`replace_finalized`. The finalizer's usual cut, one per cut
     response: the three values in one call, for values it made.
     """
-    # _new_function_part and replace_finalized, inline: a Python call here costs as much as
-    # one of the three values.
-    body = _new(_FunctionResponseFields)
-    body.id = function_response.id
-    body.name = function_response.name
-    body.response = {"output": output}
-    body.__class__ = FunctionResponse  # type: ignore[assignment]
-    part = _new(_FunctionResponsePartFields)
-    part.function_response = body  # type: ignore[assignment]
-    part.__class__ = FunctionResponsePart  # type: ignore[assignment]
-    new = _new(_ResponseFields)
-    new.call_id = response.call_id
-    new.name = response.name
-    new.parts = [part]  # type: ignore[list-item]
-    new.display = response.display
-    new.error = response.error
-    new.error_type = response.error_type
-    new.status = response.status
-    new.persisted_output_files = persisted_output_files
-    new.finalize_state = finalize_state
-    new.call_args = response.call_args
-    new.hook_notes = response.hook_notes
-    new.hook_stop = response.hook_stop
-    new.__class__ = ToolCallResponse  # type: ignore[assignment]
-    return new  # type: ignore[return-value]
+    part = _new_function_part(function_response.id, function_response.name, {"output": output})
+    return replace_finalized(response, [part], finalize_state, persisted_output_files)
 
 
 def function_response_part(
