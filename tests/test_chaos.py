@@ -583,7 +583,7 @@ async def test_a_hook_replacing_a_shell_result_by_the_name_it_was_shown_answers_
         answer = FunctionResponse(
             id=target.tool_use_id, name=target.tool_name, response={"output": "by a hook"}
         )
-        part = FunctionResponsePart(functionResponse=answer)
+        part = FunctionResponsePart(function_response=answer)
         given = ToolCallResponse(call_id=target.tool_use_id, name=target.tool_name, parts=[part])
         return PostToolBatchOutput(replace={target.tool_use_id: given})
 

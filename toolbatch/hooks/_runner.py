@@ -234,7 +234,7 @@ def _answering(original: ToolCallResponse, part: Part) -> Part:
     if answer.id == original.call_id and answer.name == original.name:
         return part
     return FunctionResponsePart(
-        functionResponse=FunctionResponse(
+        function_response=FunctionResponse(
             id=original.call_id, name=original.name, response=answer.response
         )
     )
