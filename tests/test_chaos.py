@@ -413,6 +413,9 @@ def test_process_checker_finds_a_marked_process_until_it_is_gone() -> None:
     env = {**os.environ, "CHAOS_RUN": marker.split("=", 1)[1]}
     child = subprocess.Popen(["sleep", "30"], env=env, start_new_session=True)
     try:
+        deadline = time.monotonic() + 10
+        while child.pid not in checks.marked_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)  # until exec, the child's /proc environ is still ours
         assert child.pid in checks.marked_processes(marker)
         assert child.pid not in checks.marked_processes(marker, exclude_pgids=[child.pid])
         assert child.pid not in checks.marked_processes("CHAOS_RUN=someone-else")

@@ -555,6 +555,8 @@ def test_killing_the_host_kills_the_sandboxed_command(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the command never started"
             assert process.poll() is None
             time.sleep(0.02)
+        while len(sleepers(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # `touch` may run before the backgrounded sleeps have exec'd
         assert len(sleepers(marker)) == 2
         process.send_signal(signal.SIGKILL)
         process.wait()
