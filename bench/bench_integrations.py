@@ -15,7 +15,9 @@ complete the turn), with the framework's own test model:
   against ``ToolbatchTools`` with its ``model_input_filter``.
 * mini-swe-agent (its only tool is the shell): ``DefaultAgent`` on a response of 50 ``true``
   actions with ``LocalEnvironment`` against ``ToolbatchAgent`` with ``ToolbatchEnvironment``
-  (sandboxed, run as one concurrent batch).
+  (run as one concurrent batch), both unconfined: the row is the integration's cost, like
+  for like. A diagnostic row runs the same turn in toolbatch's default sandbox (namespaces
+  and Landlock per command; the shell area's rows measure that cost).
 
 The two sides alternate within each round, so load drift on this shared machine falls on
 both alike; the figure is the median wall time of the rounds.
@@ -24,6 +26,7 @@ both alike; the figure is the median wall time of the rounds.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import statistics
 import tempfile
@@ -224,7 +227,10 @@ async def _openai_agents(rounds: int, tmp: str) -> Row:
 # -- mini-swe-agent -----------------------------------------------------------------------
 
 
-async def _mini_swe_agent(rounds: int, tmp: str) -> Row:
+async def _mini_swe_agent(rounds: int, tmp: str) -> list[Row]:
+    """Like for like, both unconfined (the integration's own cost: one batch, the budget,
+    the artifacts); then, as a diagnostic, with toolbatch's default sandbox, whose cost per
+    command is the shell area's row."""
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.environments.local import LocalEnvironment
     from minisweagent.models.test_models import DeterministicModel, make_output
@@ -241,26 +247,39 @@ async def _mini_swe_agent(rounds: int, tmp: str) -> Row:
         assert result["exit_status"] == "Submitted", result
 
     local = LocalEnvironment()
-    with ToolbatchEnvironment(artifacts_dir=tmp) as env:
+    rows: list[Row] = []
+    for sandbox in ("off", "workspace-write"):
+        with ToolbatchEnvironment(artifacts_dir=tmp, sandbox=sandbox) as env:
 
-        async def ours() -> None:
-            await asyncio.to_thread(run_once, ToolbatchAgent, env)
+            async def ours(env: Any = env) -> None:
+                await asyncio.to_thread(run_once, ToolbatchAgent, env)
 
-        async def theirs() -> None:
-            await asyncio.to_thread(run_once, DefaultAgent, local)
+            async def theirs() -> None:
+                await asyncio.to_thread(run_once, DefaultAgent, local)
 
-        timed = await _alternate(ours, theirs, rounds)
-    return _row(
-        "mini-swe-agent",
-        *timed,
-        "DefaultAgent with LocalEnvironment (subprocess.run per action, unconfined)",
-    )
+            timed = await _alternate(ours, theirs, rounds)
+        row = _row(
+            "mini-swe-agent" if sandbox == "off" else "diagnostic: mini-swe-agent, sandboxed",
+            *timed,
+            "DefaultAgent with LocalEnvironment (subprocess.run per action, unconfined)",
+        )
+        if sandbox != "off":
+            row = dataclasses.replace(
+                row,
+                target="diagnostic (the same turn in toolbatch's default sandbox: 50 x the "
+                "shell area's sandbox cost)",
+                goal=None,
+            )
+        rows.append(row)
+    return rows
 
 
 def run(quick: bool) -> list[Row]:
     rounds = 5 if quick else 15
     rows: list[Row] = []
-    for bench in (_langgraph, _pydantic_ai, _openai_agents, _mini_swe_agent):
+    for bench in (_langgraph, _pydantic_ai, _openai_agents):
         with tempfile.TemporaryDirectory() as tmp:
             rows.append(asyncio.run(bench(rounds, tmp)))
+    with tempfile.TemporaryDirectory() as tmp:
+        rows.extend(asyncio.run(_mini_swe_agent(rounds, tmp)))
     return rows
