@@ -9,10 +9,9 @@ on the whole batch before hooks see it and again after. A pass:
    naming the file;
 2. measures every text slot, water-fills the budget across them (``_cuts``), persists each
    cut response that has no persistence decision yet (once, with bounded concurrency, see
-   ``_writer``), then
-   fits the cut slots without I/O, so the cap holds whatever the disk did. The batch is
-   kept as plain lists (slot texts, places, lengths); only the cut slots are fitted and
-   each cut response is rebuilt once, from values already valid.
+   ``_writer``), then fits the cut slots without I/O, so the cap holds whatever the disk
+   did. The batch is kept as plain lists (slot texts, places, lengths); only the cut slots
+   are fitted and each cut response is rebuilt once, from values already valid.
 
 The walk that measures the slots also finds the media to check, so a batch without media
 is read once to measure it and once more to rebuild what it cuts. The synchronous
