@@ -19,11 +19,8 @@ from toolbatch.producers._generic import (
     GENERIC_PREVIEW_CHARS as GENERIC_PREVIEW_CHARS,
     apply_output_threshold as apply_output_threshold,
 )
-from toolbatch.producers._shell import (
-    ShellExit as ShellExit,
-    ShellProducer,
-    shell_exit as shell_exit,
-)
+from toolbatch.producers._shell import ShellProducer
+from toolbatch.producers._shell_result import ShellExit as ShellExit, shell_exit as shell_exit
 from toolbatch.sandbox import (
     LandlockProbe as LandlockProbe,
     ProcessPolicy as ProcessPolicy,

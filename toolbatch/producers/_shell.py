@@ -7,7 +7,8 @@ How a command runs
     it. The price is that the model cannot tell the two streams apart; keeping them apart
     would lose their relative order, which matters more when reading a failing build. What
     is read from the pipe, kept in memory, saved and shown is ``_capture``'s job; this module
-    spawns, supervises and stops the process group and composes the result.
+    spawns, supervises and stops the process group (with ``_shell_process``) and composes the
+    result (with ``_shell_result``).
 
 What the model gets (``ToolResult.content``)
     At or under the trigger: the whole output. Over it: a preview of about
@@ -47,19 +48,14 @@ What the user gets (``ToolResult.display``)
 
 from __future__ import annotations
 
-import codecs
 import contextlib
-import dataclasses
 import errno
 import math
 import os
-import re
-import signal
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, TypeAlias
+from typing import Final
 
 import anyio
 import anyio.abc
@@ -67,9 +63,9 @@ import anyio.lowlevel
 import structlog
 from pydantic import JsonValue
 
-from toolbatch._core import Preview, ToolCall, ToolFailure, ToolResult, make_preview
+from toolbatch._core import ToolCall, ToolResult
 from toolbatch.errors import ConfigError
-from toolbatch.producers._base import UNWATCHED_OUTPUT, ProducerContext, ToolDeclaration
+from toolbatch.producers._base import ProducerContext, ToolDeclaration
 from toolbatch.producers._capture import (
     BINARY_SNIFF_BYTES,
     MAX_UTF8_BYTES_PER_CHAR,
@@ -81,20 +77,23 @@ from toolbatch.producers._capture import (
     classify,
     human_bytes,
     pump,
-    render,
     save,
 )
+from toolbatch.producers._shell_process import OutputForwarder, spawn_shell, wait_leader
+from toolbatch.producers._shell_result import (
+    Ending,
+    ResultComposer,
+    ShellExit as ShellExit,
+    shell_exit as shell_exit,
+)
 from toolbatch.sandbox import (
-    GroupStop,
     ProcessPolicy,
     SpawnedCommand,
     SpawnerLost,
     command_alive,
-    open_group_process,
     open_pipe,
     stop_group,
 )
-from toolbatch.telemetry import child_environment
 
 __all__ = [
     "DEFAULT_DISPLAY_WINDOW_BYTES",
@@ -130,24 +129,6 @@ MIN_PREVIEW_CHARS: Final = 200
 CLEANUP_S: Final = 5.0
 
 _ARG_NAMES: Final = ("command", "cwd", "timeout", "description")
-_DENIALS: Final = (b"permission denied", b"operation not permitted", b"read-only file system")
-"""What a command prints when the sandbox (or anything else) refused it an access."""
-_OFFLINE: Final = (
-    b"could not resolve host",
-    b"couldn't resolve host",
-    b"network is unreachable",
-    b"temporary failure in name resolution",
-    b"unable to resolve host address",
-    b"name or service not known",
-    b"name resolution",
-    b"failed to establish a new connection",
-    b"no address associated with hostname",
-)
-"""What curl, wget, git, pip and friends print when there is no network."""
-_OFFLINE_EXIT_CODES: Final = {"curl": (6, 7), "wget": (4,)}
-"""curl 6/7 (cannot resolve, cannot connect) and wget 4 (network failure), even with ``-s``."""
-
-Reason: TypeAlias = Literal["exited", "timeout", "cancelled"]
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -158,117 +139,6 @@ class _Invocation:
     command: str
     cwd: Path
     timeout_s: float
-
-
-@dataclass(slots=True)
-class _Ending:
-    timeout_s: float
-    reason: Reason = "exited"
-    returncode: int | None = None
-    stop: GroupStop | None = None
-    pipe_held: bool = False
-    background_stopped: bool = False
-    protected_created: tuple[Path, ...] = ()
-    lost: str | None = None
-    """Why the exit status is unknown (the sandbox's spawner or supervisor died), if so."""
-
-
-class _OutputForwarder:
-    """Decodes the output as it is read and hands it to ``ProducerContext.output``.
-
-    Only made when someone listens (a live display): unwatched calls decode nothing. A
-    character split between two reads waits for its second half; invalid bytes become
-    U+FFFD, as they do in what the model receives.
-    """
-
-    __slots__ = ("_decoder", "_log", "_send")
-
-    def __init__(self, context: ProducerContext) -> None:
-        self._send = context.output
-        self._log = context.log
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-
-    @classmethod
-    def of(cls, context: ProducerContext) -> _OutputForwarder | None:
-        return None if context.output is UNWATCHED_OUTPUT else cls(context)
-
-    def feed(self, chunk: bytes) -> None:
-        self._forward(self._decoder.decode(chunk))
-
-    def close(self) -> None:
-        self._forward(self._decoder.decode(b"", final=True))
-
-    def _forward(self, text: str) -> None:
-        if not text:
-            return
-        try:
-            self._send(text)
-        except Exception as exc:  # a broken display must not break the call
-            self._log.debug("shell.output_forward_failed", error=str(exc))
-
-
-async def _wait_leader(
-    process: anyio.abc.Process, *, timeout_s: float, abort: anyio.Event
-) -> Reason:
-    """Wait for the leader to exit, the timeout, or ``abort``, whichever comes first."""
-    reason: Reason = "exited"
-    async with anyio.create_task_group() as tg:
-
-        async def watch_abort() -> None:
-            nonlocal reason
-            await abort.wait()
-            reason = "cancelled"
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(watch_abort)
-        with anyio.move_on_after(timeout_s) as scope:
-            await process.wait()
-        if scope.cancelled_caught:
-            reason = "timeout"
-        tg.cancel_scope.cancel()
-    return reason
-
-
-_EXIT_CODE_LINE: Final = re.compile(r"\[exit code: (\d+)(?: \(.*\))?\]")
-_SIGNAL_LINE: Final = re.compile(r"\[killed by signal (?:[A-Z0-9]+ \((\d+)\)|signal (\d+))\]")
-
-
-@dataclass(frozen=True, slots=True)
-class ShellExit:
-    """How a finished command ended, read back from its output's last line.
-
-    Attributes:
-        output: the output without that line (what the command printed, or its preview).
-        exit_code: the exit status (128 + N for a death by signal N), or ``None`` when the
-            output does not end with an exit line (a timeout, a cancellation).
-    """
-
-    output: str
-    exit_code: int | None
-
-
-def shell_exit(content: str) -> ShellExit:
-    """Split the exit line this producer writes last (``[exit code: N]``, ``[killed by
-    signal ...]``) from a successful call's ``output``."""
-    head, _, last = content.rpartition("\n")
-    code: int | None = None
-    match = _EXIT_CODE_LINE.fullmatch(last)
-    if match is not None:
-        code = int(match.group(1))
-    else:
-        killed = _SIGNAL_LINE.fullmatch(last)
-        if killed is not None:
-            code = 128 + int(killed.group(1) or killed.group(2))
-    if code is None:
-        return ShellExit(content, None)
-    return ShellExit(head + "\n" if head else "", code)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return f"{signal.Signals(number).name} ({number})"
-    except ValueError:
-        return f"signal {number}"
 
 
 def _check_int(option: str, value: object, *, minimum: int, allow_disabled: bool = False) -> int:
@@ -377,6 +247,13 @@ class ShellProducer:
             exact_bytes, self._display_window, preview_bytes, BINARY_SNIFF_BYTES, artifact_after
         )
         self._tail_cap = max(self._display_window, preview_bytes)
+        self._results = ResultComposer(
+            preview_chars=self._preview_chars,
+            display_window=self._display_window,
+            kill_grace_s=self._kill_grace_s,
+            drain_s=self._drain_s,
+            max_timeout_s=self._max_timeout_s,
+        )
 
     @property
     def declaration(self) -> ToolDeclaration:
@@ -497,7 +374,7 @@ class ShellProducer:
         timeout_s = invocation.timeout_s
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
-        ending = _Ending(timeout_s=timeout_s)
+        ending = Ending(timeout_s=timeout_s)
         stop = anyio.Event()
         results: list[ToolResult] = []
         # The command runs shielded, so that the caller's cancellation becomes a stop like
@@ -542,7 +419,7 @@ class ShellProducer:
         call: ToolCall,
         context: ProducerContext,
         policy: ProcessPolicy | None,
-        ending: _Ending,
+        ending: Ending,
         stop: anyio.Event,
     ) -> ToolResult:
         capture = Capture(
@@ -579,7 +456,7 @@ class ShellProducer:
                 f"the environment and cwd",
                 type="invalid_args",
             )
-        result = self._result(kind, capture, saved, ending, policy, invocation.command)
+        result = self._results.result(kind, capture, saved, ending, policy, invocation.command)
         context.log.debug(
             "shell.finished",
             reason=ending.reason,
@@ -597,7 +474,7 @@ class ShellProducer:
         context: ProducerContext,
         policy: ProcessPolicy | None,
         capture: Capture,
-        ending: _Ending,
+        ending: Ending,
         stop: anyio.Event,
     ) -> tuple[Kind, Saved]:
         env: Mapping[str, str] | None = self._env
@@ -608,7 +485,7 @@ class ShellProducer:
         read_fd, write_fd = open_pipe()
         try:
             try:
-                process = await self._spawn(argv, invocation.cwd, env, policy, write_fd)
+                process = await spawn_shell(argv, invocation.cwd, env, policy, write_fd)
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
             settled = False
@@ -616,7 +493,7 @@ class ShellProducer:
                 async with contextlib.AsyncExitStack() as stack:
                     window = ReadWindow()
                     pump_done = anyio.Event()
-                    watched = _OutputForwarder.of(context)
+                    watched = OutputForwarder.of(context)
                     async with anyio.create_task_group() as tg:
                         sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack, tg)
                         tg.start_soon(self._supervise, process, ending, window, pump_done, stop)
@@ -654,50 +531,15 @@ class ShellProducer:
         finally:
             os.close(read_fd)
 
-    @staticmethod
-    async def _spawn(
-        argv: list[str],
-        cwd: Path,
-        env: Mapping[str, str] | None,
-        policy: ProcessPolicy | None,
-        write_fd: int,
-    ) -> anyio.abc.Process:
-        """Start the shell: through the session's spawner when the policy has one (about
-        1 ms), else under a ``bwrap`` of its own, or directly."""
-        env = child_environment(env)
-        if policy is not None and policy.spawner is not None:
-            spawned = await policy.spawner.spawn(
-                argv, cwd=cwd, env=env, stdout=write_fd, stderr=write_fd
-            )
-            if spawned is not None:
-                return spawned
-        seccomp_fd = policy.open_seccomp() if policy is not None else None
-        try:
-            if policy is not None:
-                argv = policy.command_argv(argv, cwd=cwd, seccomp_fd=seccomp_fd)
-            return await open_group_process(
-                argv,
-                stdout=write_fd,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=env,
-                spawn_thread=policy.spawn_thread if policy is not None else None,
-                namespaced=policy is not None and policy.namespaced,
-                pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
-            )
-        finally:
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
-
     async def _supervise(
         self,
         process: anyio.abc.Process,
-        ending: _Ending,
+        ending: Ending,
         window: ReadWindow,
         pump_done: anyio.Event,
         abort: anyio.Event,
     ) -> None:
-        ending.reason = await _wait_leader(process, timeout_s=ending.timeout_s, abort=abort)
+        ending.reason = await wait_leader(process, timeout_s=ending.timeout_s, abort=abort)
         if ending.reason != "exited":
             ending.stop = await stop_group(process, grace_s=self._kill_grace_s)
         # The leader is gone; anything still holding the pipe gets a bounded drain.
@@ -718,160 +560,3 @@ class ShellProducer:
             context.progress(f"{human_bytes(total)} of output so far")
         except Exception as exc:  # a broken progress callback must not break the call
             context.log.debug("shell.progress_failed", error=str(exc))
-
-    # -- the result -----------------------------------------------------------------------
-
-    def _result(
-        self,
-        kind: Kind,
-        capture: Capture,
-        saved: Saved,
-        ending: _Ending,
-        policy: ProcessPolicy | None,
-        command: str,
-    ) -> ToolResult:
-        shown = render(
-            kind,
-            capture,
-            saved,
-            preview_chars=self._preview_chars,
-            display_window=self._display_window,
-        )
-        exit_line = self._exit_line(ending)
-        notes = [*shown.notes, *self._ending_notes(ending)]
-        failed = ending.reason == "exited" and ending.returncode != 0
-        if policy is not None and policy.sandbox != "off" and failed:
-            if capture.mentions(_DENIALS):
-                # The refusal the command printed may be the sandbox's: say which one applied.
-                notes.append(f"[{policy.describe()}]")
-            if not policy.network and (
-                capture.mentions(_OFFLINE) or _offline_exit(command, ending.returncode)
-            ):
-                notes.append(
-                    "[the network is off in this sandbox, which may be why the command "
-                    "failed; the user can allow it with network=True (toolbatch run "
-                    "--network)]"
-                )
-        preview = None
-        if shown.excerpt is not None:
-            # Notes and the exit line stay last in the preview, however it is cut later.
-            trailer = "".join(f"{note}\n" for note in notes) + exit_line
-            paths = [str(path) for path in shown.persisted_output_files or ()]
-            excerpt = dataclasses.replace(shown.excerpt, trailer=trailer)
-            preview = make_preview(excerpt, self._preview_chars, paths=paths)
-            content = preview.text
-        else:
-            content = _compose(shown.content, notes, exit_line)
-        if shown.display_lead is None and shown.display == shown.content:
-            display = content
-        else:
-            lead = [shown.display_lead] if shown.display_lead is not None else []
-            display = _compose(shown.display, [*lead, *notes], exit_line)
-        return self._finish(
-            content,
-            display,
-            ending,
-            persisted_output_files=shown.persisted_output_files,
-            preview=preview,
-        )
-
-    def _finish(
-        self,
-        content: str,
-        display: str,
-        ending: _Ending,
-        *,
-        persisted_output_files: tuple[Path, ...] | None,
-        preview: Preview | None = None,
-    ) -> ToolResult:
-        error = None
-        if ending.reason == "timeout":
-            error = ToolFailure(
-                type="timeout",
-                message=(
-                    f"command timed out after {ending.timeout_s:g} s and was stopped; its "
-                    f"partial output is in 'output'. Pass a larger 'timeout' (at most "
-                    f"{self._max_timeout_s:g} s) or make the command finish sooner"
-                ),
-            )
-        elif ending.reason == "cancelled":
-            error = ToolFailure(
-                type="cancelled",
-                message="command was cancelled and stopped; its partial output is in 'output'",
-            )
-        elif ending.lost is not None:
-            error = ToolFailure(
-                type="execution_failed",
-                message=f"{ending.lost}; its output is in 'output'",
-            )
-        return ToolResult(
-            content=content,
-            display=display,
-            error=error,
-            persisted_output_files=persisted_output_files,
-            preview=preview,
-        )
-
-    def _exit_line(self, ending: _Ending) -> str:
-        if ending.reason == "timeout":
-            return f"[timed out after {ending.timeout_s:g} s; {self._stopped(ending.stop)}]"
-        if ending.reason == "cancelled":
-            return f"[cancelled; {self._stopped(ending.stop)}]"
-        code = ending.returncode
-        if code is None:
-            return "[exit status unknown]"
-        if code < 0:
-            return f"[killed by signal {_signal_name(-code)}]"
-        if 128 < code <= 128 + 64:
-            try:
-                name = signal.Signals(code - 128).name
-            except ValueError:
-                pass
-            else:
-                return f"[exit code: {code} (128+{code - 128}: a command was killed by {name})]"
-        return f"[exit code: {code}]"
-
-    def _stopped(self, stop: GroupStop | None) -> str:
-        if stop is None or not (stop.terminated or stop.killed):
-            return "the command had already ended"
-        if stop.terminated and stop.killed:
-            return f"its processes were sent SIGTERM, then SIGKILL after {self._kill_grace_s:g} s"
-        if stop.killed:
-            return "its processes were sent SIGKILL"
-        return "its processes were stopped with SIGTERM"
-
-    def _ending_notes(self, ending: _Ending) -> list[str]:
-        notes = []
-        if ending.protected_created:
-            names = ", ".join(str(path) for path in ending.protected_created)
-            notes.append(
-                f"[the command created {names}, protected in this sandbox (the host or git "
-                f"would run what it holds); it was removed]"
-            )
-        if ending.pipe_held:
-            notes.append(
-                f"[output was read for {self._drain_s:g} s after the command ended, then "
-                f"dropped: a background process kept the output pipe open]"
-            )
-        if ending.background_stopped:
-            notes.append("[processes the command left running in the background were stopped]")
-        return notes
-
-
-def _offline_exit(command: str, returncode: int | None) -> bool:
-    """Whether ``returncode`` is curl's or wget's own "no network" code for this command."""
-    words = command.split()
-    for program, codes in _OFFLINE_EXIT_CODES.items():
-        if returncode in codes and any(os.path.basename(word) == program for word in words):
-            return True
-    return False
-
-
-def _compose(body: str, notes: list[str], exit_line: str) -> str:
-    """``body``, then ``notes``, then ``exit_line`` last, one per line."""
-    pieces = [body]
-    if body and not body.endswith("\n"):
-        pieces.append("\n")
-    pieces.extend(f"{note}\n" for note in notes)
-    pieces.append(exit_line)
-    return "".join(pieces)

@@ -1,0 +1,119 @@
+"""The shell producer's process: starting the shell, waiting for its leader, forwarding output.
+
+``spawn_shell`` starts ``<shell> -c <command>`` (through the sandbox's spawner, under a
+``bwrap`` of its own, or directly), ``wait_leader`` waits for it, a timeout or an abort,
+and ``OutputForwarder`` decodes the output for a live display as it is read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from toolbatch.producers._base import UNWATCHED_OUTPUT, ProducerContext
+from toolbatch.producers._shell_result import Reason
+from toolbatch.sandbox import ProcessPolicy, open_group_process
+from toolbatch.telemetry import child_environment
+
+__all__ = [
+    "OutputForwarder",
+    "spawn_shell",
+    "wait_leader",
+]
+
+
+class OutputForwarder:
+    """Decodes the output as it is read and hands it to ``ProducerContext.output``.
+
+    Only made when someone listens (a live display): unwatched calls decode nothing. A
+    character split between two reads waits for its second half; invalid bytes become
+    U+FFFD, as they do in what the model receives.
+    """
+
+    __slots__ = ("_decoder", "_log", "_send")
+
+    def __init__(self, context: ProducerContext) -> None:
+        self._send = context.output
+        self._log = context.log
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    @classmethod
+    def of(cls, context: ProducerContext) -> OutputForwarder | None:
+        return None if context.output is UNWATCHED_OUTPUT else cls(context)
+
+    def feed(self, chunk: bytes) -> None:
+        self._forward(self._decoder.decode(chunk))
+
+    def close(self) -> None:
+        self._forward(self._decoder.decode(b"", final=True))
+
+    def _forward(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self._send(text)
+        except Exception as exc:  # a broken display must not break the call
+            self._log.debug("shell.output_forward_failed", error=str(exc))
+
+
+async def wait_leader(
+    process: anyio.abc.Process, *, timeout_s: float, abort: anyio.Event
+) -> Reason:
+    """Wait for the leader to exit, the timeout, or ``abort``, whichever comes first."""
+    reason: Reason = "exited"
+    async with anyio.create_task_group() as tg:
+
+        async def watch_abort() -> None:
+            nonlocal reason
+            await abort.wait()
+            reason = "cancelled"
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch_abort)
+        with anyio.move_on_after(timeout_s) as scope:
+            await process.wait()
+        if scope.cancelled_caught:
+            reason = "timeout"
+        tg.cancel_scope.cancel()
+    return reason
+
+
+async def spawn_shell(
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    policy: ProcessPolicy | None,
+    write_fd: int,
+) -> anyio.abc.Process:
+    """Start the shell: through the session's spawner when the policy has one (about
+    1 ms), else under a ``bwrap`` of its own, or directly."""
+    env = child_environment(env)
+    if policy is not None and policy.spawner is not None:
+        spawned = await policy.spawner.spawn(
+            argv, cwd=cwd, env=env, stdout=write_fd, stderr=write_fd
+        )
+        if spawned is not None:
+            return spawned
+    seccomp_fd = policy.open_seccomp() if policy is not None else None
+    try:
+        if policy is not None:
+            argv = policy.command_argv(argv, cwd=cwd, seccomp_fd=seccomp_fd)
+        return await open_group_process(
+            argv,
+            stdout=write_fd,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            spawn_thread=policy.spawn_thread if policy is not None else None,
+            namespaced=policy is not None and policy.namespaced,
+            pass_fds=(seccomp_fd,) if seccomp_fd is not None else (),
+        )
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
