@@ -114,7 +114,7 @@ async def test_killing_or_stopping_ppid_costs_only_that_commands_status(tmp_path
     assert "supervisor" in killed.error.message
     assert "alive\n[exit status unknown]" in killed.content
     assert stopped.content == "still\n[exit code: 3]"
-    assert took_s < 5
+    assert took_s < 8  # resumed within 0.25 s; the margin is for a loaded machine
     assert after.content == "after\n[exit code: 0]"
 
 
