@@ -49,6 +49,7 @@ FAST_TIER = (
 
 # Modules that import the model SDKs when their tests run (tests/providers/_sdk.py).
 SDK_MODULES = (
+    "agent/test_model_clients.py",
     "providers/test_anthropic.py",
     "providers/test_gemini.py",
     "providers/test_openai_chat.py",

@@ -15,9 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
-from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
 import toolbatch
 from tests.fake_model_apis import (
@@ -30,7 +27,7 @@ from tests.fake_model_apis import (
     responses_answer,
 )
 from tests.providers._samples import b64, big_png, png, wav
-from tests.providers._sdk import assert_conforms
+from tests.providers._sdk import Sdk, assert_conforms
 from toolbatch import InlineData, InlineDataPart, Part, TextPart
 from toolbatch.agent import (
     AgentLoop,
@@ -42,6 +39,10 @@ from toolbatch.agent import (
 )
 from toolbatch.errors import ConfigError
 
+# The SDKs' request types, imported on first use (seconds of CPU at collection otherwise).
+CHAT_PARAMS = Sdk("openai.types.chat.completion_create_params")
+RESPONSES_PARAMS = Sdk("openai.types.responses.response_create_params")
+MESSAGES_PARAMS = Sdk("anthropic.types.message_create_params")
 BUDGET = 5_000
 SHOT = b64(png(64, 48))
 CALLS: list[Call] = [
@@ -127,7 +128,7 @@ async def test_chat_client_sends_tool_messages_then_the_image_in_a_user_message(
     second = _common(api, text)
     assert second.path == "/v1/chat/completions"
     assert second.headers["authorization"] == "Bearer sk-test"
-    assert_conforms(second.body, CompletionCreateParamsNonStreaming)
+    assert_conforms(second.body, CHAT_PARAMS.CompletionCreateParamsNonStreaming)
     messages = second.body["messages"]
     [assistant] = [m for m in messages if m["role"] == "assistant"]
     assert [c["id"] for c in assistant["tool_calls"]] == IDS
@@ -154,7 +155,7 @@ async def test_responses_client_sends_function_call_outputs_with_the_image_insid
     assert second.path == "/v1/responses"
     assert second.headers["authorization"] == "Bearer sk-test"
     assert second.body["store"] is False
-    assert_conforms(second.body, ResponseCreateParamsNonStreaming)
+    assert_conforms(second.body, RESPONSES_PARAMS.ResponseCreateParamsNonStreaming)
     items = second.body["input"]
     assert [i["call_id"] for i in items if i.get("type") == "function_call"] == IDS
     outputs = [i for i in items if i.get("type") == "function_call_output"]
@@ -189,7 +190,7 @@ async def test_anthropic_client_sends_tool_results_first_with_the_image_inside()
         "authorization", ""
     )
     assert second.body["max_tokens"] == 8192
-    assert_conforms(second.body, MessageCreateParamsNonStreaming)
+    assert_conforms(second.body, MESSAGES_PARAMS.MessageCreateParamsNonStreaming)
     user, assistant, results = second.body["messages"]
     assert (user["role"], assistant["role"], results["role"]) == ("user", "assistant", "user")
     assert [b["id"] for b in assistant["content"] if b["type"] == "tool_use"] == IDS

@@ -41,6 +41,10 @@ class Sdk:
         self._module = module
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            # pytest's collection probes every module global (``_mock_name``, ``__test__``,
+            # ``__wrapped__``...): answering those imported the SDK on every worker after all.
+            raise AttributeError(name)
         return getattr(importlib.import_module(self._module), name)
 
 
