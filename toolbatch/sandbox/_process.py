@@ -106,7 +106,24 @@ class SpawnThread(Protocol):
         ...
 
 
-class TreeProcess(anyio.abc.Process):
+class _PipedElsewhere(anyio.abc.Process):
+    """A process whose pipes the caller made and reads itself (``toolbatch.producers``'
+    capture), so the process object holds none."""
+
+    @property
+    def stdin(self) -> None:
+        return None
+
+    @property
+    def stdout(self) -> None:
+        return None
+
+    @property
+    def stderr(self) -> None:
+        return None
+
+
+class TreeProcess(_PipedElsewhere):
     """A process that knows how to stop itself and everything it started (a sandbox's
     spawned command): :func:`stop_group` defers to its :meth:`stop`."""
 
@@ -119,7 +136,7 @@ class TreeProcess(anyio.abc.Process):
         raise NotImplementedError
 
 
-class GroupProcess(anyio.abc.Process):
+class GroupProcess(_PipedElsewhere):
     """A process started by :func:`open_group_process`: a ``Popen`` awaited through a pidfd.
 
     Its group stays registered with the host reaper until :meth:`aclose`. Without pidfds (not
@@ -145,18 +162,6 @@ class GroupProcess(anyio.abc.Process):
     @property
     def returncode(self) -> int | None:
         return self._popen.returncode
-
-    @property
-    def stdin(self) -> None:
-        return None
-
-    @property
-    def stdout(self) -> None:
-        return None
-
-    @property
-    def stderr(self) -> None:
-        return None
 
     async def wait(self) -> int:
         async with self._waiting:

@@ -506,18 +506,6 @@ class SpawnedCommand(TreeProcess):
     def returncode(self) -> int | None:
         return self._code
 
-    @property
-    def stdin(self) -> None:
-        return None
-
-    @property
-    def stdout(self) -> None:
-        return None
-
-    @property
-    def stderr(self) -> None:
-        return None
-
     def _read(self) -> list[bytes]:
         """The datagrams waiting on the channel (``[]`` at EOF, which sets ``_eof``)."""
         replies = []
