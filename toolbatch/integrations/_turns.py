@@ -23,7 +23,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Final, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -148,6 +148,9 @@ class Completion:
     stop_reason: str | None = None
 
 
+_NOT_ANSWERED: Final = "Error: the call was not answered"
+
+
 class _Waiting:
     """One call of a forming batch, and what its caller receives once the batch has run."""
 
@@ -167,8 +170,8 @@ class SplitTurns:
 
     def __init__(self, scheduler: ToolScheduler) -> None:
         self.scheduler = scheduler
-        self._pending: dict[str, ToolCallResponse] = {}
-        self._batches: dict[str, PendingTurn] = {}
+        self._pending: dict[str, tuple[ToolCallResponse, PendingTurn]] = {}
+        """Each answered call's response and the batch it ran in, until it is completed."""
         self._forming: list[_Waiting] = []
 
     async def run(self, call: ToolCall) -> str:
@@ -189,7 +192,7 @@ class SplitTurns:
         if waiting.lead and waiting.response is None and waiting.failure is None:
             await self._run_batch(waiting)
         if waiting.response is None:
-            return waiting.failure or "Error: the call was not answered"
+            return waiting.failure or _NOT_ANSWERED
         return response_text(waiting.response)
 
     async def _run_batch(self, leader: _Waiting) -> None:
@@ -202,14 +205,13 @@ class SplitTurns:
                 self._forming[0].done.set()
             raise
         batch, self._forming = self._forming, []
-        failure = "Error: the call was not answered"
+        failure = _NOT_ANSWERED
         try:
             pending = await in_own_task(
                 lambda: self.scheduler.execute([waiting.call for waiting in batch])
             )
             for waiting, response in zip(batch, pending, strict=True):
-                self._pending[waiting.call.id] = response
-                self._batches[waiting.call.id] = pending
+                self._pending[waiting.call.id] = (response, pending)
                 waiting.response = response
         except anyio.get_cancelled_exc_class():
             failure = (
@@ -239,10 +241,9 @@ class SplitTurns:
         ids = [call_id for call_id in call_ids if call_id in self._pending]
         if not ids:
             return Completion()
-        responses = [self._pending.pop(call_id) for call_id in ids]
-        batch = self._batches[ids[0]]
-        for call_id in ids:
-            del self._batches[call_id]
+        answered = [self._pending.pop(call_id) for call_id in ids]
+        responses = [response for response, _ in answered]
+        batch = answered[0][1]
         if len(batch) == len(responses) and all(map(operator.is_, batch, responses)):
             # the batch as it ran, in the model's order: its execution and completion are one turn
             turn = await self.scheduler.complete_turn(batch)
