@@ -10,7 +10,7 @@ Fault injection, and why it is honest:
   handles a real ``PermissionError``. Both write paths are covered: one-shot ``persist``
   (``ArtifactStore._put``) and streams (``ArtifactStream._create_file``). Without that kernel
   behaviour the fault is skipped and the table says so.
-* Disk full. A real 1 MiB tmpfs (root only), filled up to a seeded amount of free space
+* Disk full. A real 32 MiB tmpfs (root only), filled up to a seeded amount of free space
   before the batch: ``ENOSPC`` comes from the kernel.
 * Symlinks. Planted at the exact names the store will write, computed with the store's own
   ``artifact_name`` and digest from the output each call is certain to produce; each points
@@ -82,7 +82,10 @@ HOOK_SCRIPT: Final = Path(__file__).with_name("_chaos_hook.py")
 PY_HOOK_TIMEOUT_S: Final = 0.3
 CMD_HOOK_TIMEOUT_S: Final = 0.5
 """A little above the Python hooks': the command hook's interpreter must start in it."""
-SMALL_DISK_BYTES: Final = 1 * 2**20
+SMALL_DISK_BYTES: Final = 32 * 2**20
+"""Room for any turn the plan makes (a 6 MB output with no budget, records of a few MB):
+the faults fill it to what they leave free, and once the filler is gone the retried append
+must fit. At 1 MiB a large turn could never be recorded there (seed 1, batch 361)."""
 VICTIM_BYTES: Final = b"victim: an artifact write must never reach this file\n"
 
 
@@ -249,7 +252,7 @@ def plant_symlinks(store: ChaosStore, plan: BatchPlan, victims: Path) -> list[Pl
 
 
 class SmallDisk:
-    """A real 1 MiB tmpfs, mounted for the campaign (root only)."""
+    """A real 32 MiB tmpfs, mounted for the campaign (root only)."""
 
     def __init__(self, mount_point: Path) -> None:
         self.mount_point = mount_point
