@@ -102,8 +102,10 @@ class _Instance:
     next_channel: socket.socket | None = None
     """The host's end of the channel the waiting supervisor holds (its next command's)."""
     mounts: IO[bytes] | None = None
-    """The sandbox's ``/proc/<pid>/mounts``: the kernel flags it when a mount goes away."""
+    """The sandbox's ``/proc/<pid>/mounts``: the kernel flags it when its mount table changes."""
     watch: select.poll | None = None
+    mount_points: frozenset[bytes] = frozenset()
+    """The binds of the watched paths, as the mount table names them, when it started."""
     running: int = 0
     retired: bool = False
     broken: bool = False
@@ -119,11 +121,31 @@ class _Instance:
             self.mounts = open(f"/proc/{pid}/mounts", "rb")  # noqa: SIM115 (kept open)
             self.watch = select.poll()
             self.watch.register(self.mounts, select.POLLPRI | select.POLLERR)
+            # Only the binds made from the paths the key watches: the host's own mounts
+            # under a writable root (``/tmp``) come and go in here too.
+            binds = {_mount_field(path) for path, _, _ in self.key}
+            self.mount_points = frozenset(binds & self._mount_points())
+
+    def _mount_points(self) -> frozenset[bytes]:
+        assert self.mounts is not None
+        self.mounts.seek(0)
+        return frozenset(line.split()[1] for line in self.mounts.read().splitlines() if line)
 
     def mounts_changed(self) -> bool:
         """Whether a bind went away: the host removed or renamed a protected path, which
-        detaches its read-only bind here (a command cannot mount or unmount)."""
-        return self.watch is not None and bool(self.watch.poll(0))
+        detaches its read-only bind here (a command cannot mount or unmount).
+
+        The kernel flags every change of the table, and the host's own mounts under a
+        writable root (``/tmp``) propagate in and out: only a bind of a watched path that
+        is gone counts.
+        """
+        if self.watch is None or not self.watch.poll(0):
+            return False
+        try:
+            now = self._mount_points()  # reading the table clears the flag
+        except OSError:
+            return True
+        return not self.mount_points <= now
 
     def stopped(self) -> bool:
         """Whether the spawner (beneath ``bwrap`` and its init) is stopped (``kill -STOP``
@@ -688,3 +710,12 @@ def _signal_each(pids: Sequence[int], signum: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
+
+
+def _mount_field(path: str) -> bytes:
+    """``path`` as ``/proc/<pid>/mounts`` writes a mount point (space, tab, newline and
+    backslash octal-escaped)."""
+    raw = os.fsencode(path)
+    for char in b"\\ \t\n":
+        raw = raw.replace(bytes([char]), b"\\%03o" % char)
+    return raw
