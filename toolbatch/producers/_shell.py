@@ -52,6 +52,7 @@ import contextlib
 import errno
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,12 @@ from toolbatch.producers._capture import (
     pump,
     save,
 )
-from toolbatch.producers._shell_process import OutputForwarder, spawn_shell, wait_leader
+from toolbatch.producers._shell_process import (
+    OutputForwarder,
+    StopSignal,
+    spawn_shell,
+    wait_leader,
+)
 from toolbatch.producers._shell_result import (
     Ending,
     ResultComposer,
@@ -254,10 +260,16 @@ class ShellProducer:
             drain_s=self._drain_s,
             max_timeout_s=self._max_timeout_s,
         )
+        self._declaration = self._declare()
 
     @property
     def declaration(self) -> ToolDeclaration:
         """The ``run_shell_command`` declaration: command, cwd, timeout, description."""
+        return self._declaration
+
+    def _declare(self) -> ToolDeclaration:
+        # Made once: the scheduler reads it for every call, and validating it costs more
+        # than the rest of routing the call.
         return ToolDeclaration(
             name=SHELL_TOOL_NAME,
             description=(
@@ -329,9 +341,15 @@ class ShellProducer:
             return f"cwd must be a directory path string, got {cwd_arg!r}"
         else:
             cwd = base / cwd_arg
-        if not cwd.exists():
+        try:
+            is_directory = stat.S_ISDIR(os.stat(cwd).st_mode)  # one stat, not two
+        except (FileNotFoundError, NotADirectoryError):
             return f"cwd {str(cwd)!r} does not exist; pass an existing directory"
-        if not cwd.is_dir():
+        except OSError as exc:
+            return (
+                f"cwd {str(cwd)!r} cannot be used ({exc.strerror}); pass a directory you can reach"
+            )
+        if not is_directory:
             return f"cwd {str(cwd)!r} is not a directory; pass a directory"
         timeout = args.get("timeout")
         if timeout is None:
@@ -375,7 +393,7 @@ class ShellProducer:
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
         ending = Ending(timeout_s=timeout_s)
-        stop = anyio.Event()
+        stop = StopSignal()
         results: list[ToolResult] = []
         # The command runs shielded, so that the caller's cancellation becomes a stop like
         # an abort (group stopped, output drained, artifact committed) instead of losing
@@ -403,7 +421,7 @@ class ShellProducer:
 
     @staticmethod
     async def _relay_stop(
-        cancelled: anyio.Event, stop: anyio.Event, work: anyio.CancelScope, budget_s: float
+        cancelled: anyio.Event, stop: StopSignal, work: anyio.CancelScope, budget_s: float
     ) -> None:
         """Set ``stop`` on an abort or when this task is cancelled (the caller's cancel)."""
         try:
@@ -420,7 +438,7 @@ class ShellProducer:
         context: ProducerContext,
         policy: ProcessPolicy | None,
         ending: Ending,
-        stop: anyio.Event,
+        stop: StopSignal,
     ) -> ToolResult:
         capture = Capture(
             head_cap=self._head_cap,
@@ -475,7 +493,7 @@ class ShellProducer:
         policy: ProcessPolicy | None,
         capture: Capture,
         ending: Ending,
-        stop: anyio.Event,
+        stop: StopSignal,
     ) -> tuple[Kind, Saved]:
         env: Mapping[str, str] | None = self._env
         if env is None and policy is not None:
@@ -537,18 +555,19 @@ class ShellProducer:
         ending: Ending,
         window: ReadWindow,
         pump_done: anyio.Event,
-        abort: anyio.Event,
+        stop: StopSignal,
     ) -> None:
-        ending.reason = await wait_leader(process, timeout_s=ending.timeout_s, abort=abort)
+        ending.reason = await wait_leader(process, timeout_s=ending.timeout_s, stop=stop)
         if ending.reason != "exited":
             ending.stop = await stop_group(process, grace_s=self._kill_grace_s)
         # The leader is gone; anything still holding the pipe gets a bounded drain.
-        with anyio.move_on_after(self._drain_s):
-            await pump_done.wait()
+        if not pump_done.is_set():
+            with anyio.move_on_after(self._drain_s):
+                await pump_done.wait()
         ending.pipe_held = not pump_done.is_set()
         if ending.reason == "exited" and self._kill_background and await command_alive(process):
-            stop = await stop_group(process, grace_s=self._kill_grace_s)
-            ending.background_stopped = stop.terminated or stop.killed
+            left = await stop_group(process, grace_s=self._kill_grace_s)
+            ending.background_stopped = left.terminated or left.killed
         ending.returncode = process.returncode
         if isinstance(process, SpawnedCommand):
             ending.lost = process.lost

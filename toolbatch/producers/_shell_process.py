@@ -23,6 +23,7 @@ from toolbatch.telemetry import child_environment
 
 __all__ = [
     "OutputForwarder",
+    "StopSignal",
     "spawn_shell",
     "wait_leader",
 ]
@@ -62,26 +63,41 @@ class OutputForwarder:
             self._log.debug("shell.output_forward_failed", error=str(exc))
 
 
-async def wait_leader(
-    process: anyio.abc.Process, *, timeout_s: float, abort: anyio.Event
-) -> Reason:
-    """Wait for the leader to exit, the timeout, or ``abort``, whichever comes first."""
-    reason: Reason = "exited"
-    async with anyio.create_task_group() as tg:
+class StopSignal:
+    """An abort or the caller's cancellation, told to the leader's wait as it happens.
 
-        async def watch_abort() -> None:
-            nonlocal reason
-            await abort.wait()
-            reason = "cancelled"
-            tg.cancel_scope.cancel()
+    ``set`` cancels the wait in progress directly, so waiting for the leader needs no task
+    of its own beside it (a task per call costs more than the wait's own work).
+    """
 
-        tg.start_soon(watch_abort)
-        with anyio.move_on_after(timeout_s) as scope:
+    __slots__ = ("_scope", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._scope: anyio.CancelScope | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+
+async def wait_leader(process: anyio.abc.Process, *, timeout_s: float, stop: StopSignal) -> Reason:
+    """Wait for the leader to exit, the timeout, or ``stop``, whichever comes first."""
+    if stop.is_set():
+        return "cancelled"
+    with anyio.CancelScope(deadline=anyio.current_time() + timeout_s) as scope:
+        stop._scope = scope
+        try:
             await process.wait()
-        if scope.cancelled_caught:
-            reason = "timeout"
-        tg.cancel_scope.cancel()
-    return reason
+        finally:
+            stop._scope = None
+    if not scope.cancelled_caught:
+        return "exited"
+    return "cancelled" if stop.is_set() else "timeout"
 
 
 async def spawn_shell(
