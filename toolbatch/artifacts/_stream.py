@@ -1,7 +1,9 @@
 """The streaming writer: output that arrives in chunks, appended to one artifact.
 
 A stream buffers ``STREAM_FLUSH_BYTES`` and then hashes and writes them in worker threads
-(side by side from ``PARALLEL_HASH_BYTES`` on), keeps at most what the store's caps leave,
+(side by side from ``PARALLEL_HASH_BYTES`` on; the write is one ``writev`` hop, not a hop
+per chunk: each hop waits for the event loop to hand it the next, which under load
+dominated the stream's time), keeps at most what the store's caps leave,
 moves to the fallback directory if the primary breaks midway, and is published by
 ``commit`` like a one-shot write (fsync, rename, group-committed directory fsync).
 """
@@ -14,9 +16,8 @@ import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-import aiofiles
 import anyio
 import structlog
 import xxhash
@@ -49,8 +50,6 @@ class _StreamFile:
     directory: Path
     written: int = 0
     """Bytes written to it completely (a failed write leaves a torn rest past them)."""
-    aio: Any = None
-    """The ``aiofiles`` file the bytes go through (unbuffered, over ``fd``)."""
 
 
 def _pieces(chunks: list[bytes]) -> list[bytes]:
@@ -142,7 +141,8 @@ class ArtifactStream:
             if self._file is None:
                 self._hasher = digest_prefix(self.call_id)
                 await hop(self._tracker, self._open_file)
-                await self._open()
+            file = self._file
+            assert file is not None
             if size >= PARALLEL_HASH_BYTES:
                 # The hash and the write both release the GIL: run them side by side, and let
                 # the disk take what earlier flushes wrote meanwhile (``sync_quietly``).
@@ -150,16 +150,14 @@ class ArtifactStream:
                 failed: list[OSError] = []
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(hop, self._tracker, self._hash_chunks, chunks)
-                    earlier = self._file
-                    if earlier is not None and earlier.written:
-                        tg.start_soon(hop, self._tracker, sync_quietly, earlier.fd)
-                    await self._write_chunks(chunks, failed)
+                    if file.written:
+                        tg.start_soon(hop, self._tracker, sync_quietly, file.fd)
+                    await hop(self._tracker, self._write_kept, file, chunks, failed)
                 if failed:
                     raise failed[0]
             elif chunks:
-                await hop(self._tracker, self._hash_chunks, chunks)
                 failed = []
-                await self._write_chunks(chunks, failed)
+                await hop(self._tracker, self._hash_and_write, file, chunks, failed)
                 if failed:
                     raise failed[0]
         except anyio.get_cancelled_exc_class():
@@ -175,7 +173,6 @@ class ArtifactStream:
             self._primary_error = failure
             try:
                 await hop(self._tracker, self._move_to_fallback, chunks)
-                await self._open()
                 return
             except anyio.get_cancelled_exc_class():
                 self._abandon("its writer was cancelled")
@@ -184,31 +181,29 @@ class ArtifactStream:
                 failure = fallback_error
         self._fail(failure)
 
-    async def _open(self) -> None:
-        """Open ``self._file`` (made in a worker thread) for writing with ``aiofiles``."""
-        file = self._file
-        assert file is not None
-        file.aio = await aiofiles.open(
-            file.fd, "wb", buffering=0, closefd=False, executor=self._tracker
-        )
-
     def _open_file(self) -> None:
         """In a worker thread: the stream's file (kept on the stream even if its caller
         left meanwhile, so the cleanup finds it)."""
         self._file = self._create_file()
 
-    async def _write_chunks(self, chunks: list[bytes], failed: list[OSError]) -> None:
-        file = self._file
-        assert file is not None
+    def _write_kept(self, file: _StreamFile, chunks: list[bytes], failed: list[OSError]) -> None:
+        """In a worker thread: append a flush's ``chunks`` to ``file`` (``writev``, one call
+        for up to ``_IOV_MAX`` of them). ``file.written`` counts them only once all are
+        written: a failed write leaves a torn rest past it. The failure is kept in
+        ``failed``, not raised: the hash beside it must finish."""
         try:
-            for piece in chunks:
-                view = memoryview(piece)
-                while view:
-                    view = view[await file.aio.write(view) :]
+            self._write_to(file.fd, chunks)
         except OSError as exc:
-            failed.append(exc)  # kept, not raised: a task group beside it must not cancel
+            failed.append(exc)
             return
         file.written += sum(len(chunk) for chunk in chunks)
+
+    def _hash_and_write(
+        self, file: _StreamFile, chunks: list[bytes], failed: list[OSError]
+    ) -> None:
+        """In a worker thread: a small flush, hashed and written in one hop."""
+        self._hash_chunks(chunks)
+        self._write_kept(file, chunks, failed)
 
     async def sync_early(self) -> None:
         """Write what is buffered and let the disk take it now, before ``commit``.
