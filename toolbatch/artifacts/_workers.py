@@ -71,6 +71,10 @@ class DaemonPool(concurrent.futures.Executor):
                     future.set_exception(exc)
                 else:
                     future.set_result(result)
+            # An idle thread must not keep its last work's arguments (a stream's 16 MiB
+            # flush) alive until it gets the next: a reference each, they added up.
+            del future, work
+            result = None
             with self._lock:
                 self._idle += 1
 
