@@ -143,6 +143,7 @@ root, fifo = sys.argv[1:]
 async def main():
     async with ArtifactStore(root).open_stream("c", "t") as stream:
         await stream.write(b"x" * (STREAM_FLUSH_BYTES + 1))  # one flush: the part exists
+        await stream.sync_early()  # and holds its bytes (a flush is written behind)
         with open(fifo, "w") as ready:
             ready.write("ready\\n")
         await anyio.sleep_forever()

@@ -10,6 +10,7 @@ moves to the fallback directory if the primary breaks midway, and is published b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import functools
@@ -81,6 +82,16 @@ def _remove_stream_file(file: _StreamFile) -> None:
 
 
 @dataclass(slots=True, eq=False)
+class _InFlight:
+    """A flush the worker threads are writing: its chunks (rewritten in the fallback
+    directory if the write fails) and the work on them."""
+
+    chunks: list[bytes]
+    work: list[asyncio.Future[None]]
+    failed: list[OSError]
+
+
+@dataclass(slots=True, eq=False)
 class ArtifactStream:
     """Appends output chunks to one artifact, written ``STREAM_FLUSH_BYTES`` at a time.
 
@@ -107,6 +118,7 @@ class ArtifactStream:
     _reserved: int = 0
     _primary_error: OSError | None = None
     _tracker: Tracker = field(default_factory=Tracker)
+    _in_flight: _InFlight | None = None
 
     async def write(self, chunk: bytes) -> None:
         """Append ``chunk``; it is written once ``STREAM_FLUSH_BYTES`` have been buffered."""
@@ -130,53 +142,77 @@ class ArtifactStream:
             await self._flush()
 
     async def _flush(self, *, force: bool = False) -> None:
+        """Hand what is buffered to the worker threads and return without waiting for it
+        (write-behind): the caller fills the next buffer while the threads hash and write
+        this one. The flush before it is settled first, so writes stay in order and at
+        most one flush is in flight (``STREAM_FLUSH_BYTES`` more in memory)."""
         if self.error is not None or not (self._buffer or force):
             return
         chunks = _pieces(self._buffer)  # the buffer is emptied as it is joined
         self._buffer = []
         size = self._buffered
         self._buffered = 0
-        failure: BaseException | None = None
         try:
+            await self._settle()
+            if self.error is not None:
+                return
             if self._file is None:
                 self._hasher = digest_prefix(self.call_id)
                 await hop(self._tracker, self._open_file)
-            file = self._file
-            assert file is not None
-            if size >= PARALLEL_HASH_BYTES:
-                # The hash and the write both release the GIL: run them side by side, and let
-                # the disk take what earlier flushes wrote meanwhile (``sync_quietly``).
-                # A failed write is kept, not raised in the group: the hash must finish.
-                failed: list[OSError] = []
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(hop, self._tracker, self._hash_chunks, chunks)
-                    if file.written:
-                        tg.start_soon(hop, self._tracker, sync_quietly, file.fd)
-                    await hop(self._tracker, self._write_kept, file, chunks, failed)
-                if failed:
-                    raise failed[0]
-            elif chunks:
-                failed = []
-                await hop(self._tracker, self._hash_and_write, file, chunks, failed)
-                if failed:
-                    raise failed[0]
         except anyio.get_cancelled_exc_class():
             self._abandon("its writer was cancelled")
             raise
         except (OSError, ArtifactWriteError) as exc:
-            failure = exc
-        if failure is None:
+            self._fail(exc)
             return
-        if isinstance(failure, OSError) and self._in_primary():
+        file = self._file
+        assert file is not None
+        if not chunks:
+            return
+        failed: list[OSError] = []
+        submit = self._tracker.submit
+        if size >= PARALLEL_HASH_BYTES:
+            # The hash and the write both release the GIL: side by side, and the disk takes
+            # what earlier flushes wrote meanwhile (``sync_quietly``). A failed write is
+            # kept, not raised: the hash must finish before the chunks move anywhere.
+            work = [
+                submit(self._hash_chunks, chunks),
+                submit(self._write_kept, file, chunks, failed),
+            ]
+            if file.written:
+                work.append(submit(sync_quietly, file.fd))
+        else:
+            work = [submit(self._hash_and_write, file, chunks, failed)]
+        self._in_flight = _InFlight(
+            chunks, [asyncio.wrap_future(future) for future in work], failed
+        )
+
+    async def _written(self) -> None:
+        """Settle the flush in flight; a cancelled wait abandons the stream."""
+        try:
+            await self._settle()
+        except anyio.get_cancelled_exc_class():
+            self._abandon("its writer was cancelled")
+            raise
+
+    async def _settle(self) -> None:
+        """Wait for the flush in flight; a failed write moves the stream to the fallback
+        directory (its chunks rewritten there) or fails it."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return
+        for future in in_flight.work:
+            await future  # cancelled: the caller abandons the stream
+        if not in_flight.failed:
+            return
+        failure: OSError = in_flight.failed[0]
+        if self._in_primary():
             # The primary filled up (or broke) mid-stream: move what it holds to the
             # fallback directory and go on there. The chunks were hashed already.
             self._primary_error = failure
             try:
-                await hop(self._tracker, self._move_to_fallback, chunks)
+                await hop(self._tracker, self._move_to_fallback, in_flight.chunks)
                 return
-            except anyio.get_cancelled_exc_class():
-                self._abandon("its writer was cancelled")
-                raise
             except OSError as fallback_error:
                 failure = fallback_error
         self._fail(failure)
@@ -214,6 +250,7 @@ class ArtifactStream:
         to wait for. A failure here is not reported (the commit's fsync reports it).
         """
         await self._flush()
+        await self._written()
         file = self._file
         if file is not None and self.error is None:
             try:
@@ -347,6 +384,7 @@ class ArtifactStream:
             raise RuntimeError("commit() called twice")
         # Forced when nothing was flushed yet, so that empty output still gets its file.
         await self._flush(force=self._file is None)
+        await self._written()
         if self.error is not None:
             raise self._as_write_error(self.error)
         assert self._file is not None

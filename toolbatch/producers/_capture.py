@@ -59,8 +59,11 @@ __all__ = [
 ]
 
 READ_CHUNK_BYTES: Final = 1 * 2**20
-WRITE_QUEUE_CHUNKS: Final = 16
-"""Chunks (each at most ``READ_CHUNK_BYTES``) queued for the artifact writer task."""
+WRITE_QUEUE_CHUNKS: Final = 4
+"""Chunks (each at most ``READ_CHUNK_BYTES``) queued for the artifact writer task. Few: the
+stream writes each flush behind (the writer task waits only when the flush before is still
+being written), and the memory of a 1 GiB output is this queue, the stream's buffer and the
+flush in flight."""
 YIELD_EVERY_BYTES: Final = 4 * 2**20
 """Bytes read without an await before the reader yields to the event loop anyway."""
 BINARY_SNIFF_BYTES: Final = 8_000
