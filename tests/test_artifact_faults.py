@@ -143,7 +143,8 @@ root, fifo = sys.argv[1:]
 async def main():
     async with ArtifactStore(root).open_stream("c", "t") as stream:
         await stream.write(b"x" * (STREAM_FLUSH_BYTES + 1))  # one flush: the part exists
-        await stream.sync_early()  # and holds its bytes (a flush is written behind)
+        # A flush is written behind: the next one waits for it, so the part holds its bytes.
+        await stream.write(b"x" * STREAM_FLUSH_BYTES)
         with open(fifo, "w") as ready:
             ready.write("ready\\n")
         await anyio.sleep_forever()

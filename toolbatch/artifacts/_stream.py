@@ -141,13 +141,15 @@ class ArtifactStream:
         if self._buffered >= STREAM_FLUSH_BYTES:
             await self._flush()
 
-    async def _flush(self, *, force: bool = False) -> None:
+    async def _flush(self, *, force: bool = False, sync: bool = False) -> None:
         """Hand what is buffered to the worker threads and return without waiting for it
         (write-behind): the caller fills the next buffer while the threads hash and write
         this one. The flush before it is settled first, so writes stay in order and at
         most one flush is in flight (``STREAM_FLUSH_BYTES`` more in memory)."""
-        if self.error is not None or not (self._buffer or force):
+        if self.error is not None or not (self._buffer or force or sync):
             return
+        if not self._buffer and not force and self._file is None:
+            return  # nothing to sync yet
         chunks = _pieces(self._buffer)  # the buffer is emptied as it is joined
         self._buffer = []
         size = self._buffered
@@ -167,11 +169,15 @@ class ArtifactStream:
             return
         file = self._file
         assert file is not None
-        if not chunks:
-            return
         failed: list[OSError] = []
         submit = self._tracker.submit
-        if size >= PARALLEL_HASH_BYTES:
+        if not chunks:
+            if not sync:
+                return
+            work = [submit(sync_quietly, file.fd)]
+        elif sync:
+            work = [submit(self._hash_and_write, file, chunks, failed, sync=True)]
+        elif size >= PARALLEL_HASH_BYTES:
             # The hash and the write both release the GIL: side by side, and the disk takes
             # what earlier flushes wrote meanwhile (``sync_quietly``). A failed write is
             # kept, not raised: the hash must finish before the chunks move anywhere.
@@ -235,29 +241,25 @@ class ArtifactStream:
         file.written += sum(len(chunk) for chunk in chunks)
 
     def _hash_and_write(
-        self, file: _StreamFile, chunks: list[bytes], failed: list[OSError]
+        self, file: _StreamFile, chunks: list[bytes], failed: list[OSError], *, sync: bool = False
     ) -> None:
-        """In a worker thread: a small flush, hashed and written in one hop."""
+        """In a worker thread: a flush hashed and written in one hop (a small one, or one
+        the disk takes at once: ``sync``)."""
         self._hash_chunks(chunks)
         self._write_kept(file, chunks, failed)
+        if sync and not failed:
+            sync_quietly(file.fd)
 
     async def sync_early(self) -> None:
-        """Write what is buffered and let the disk take it now, before ``commit``.
+        """Have what is buffered written and the disk take it all now, before ``commit``,
+        without waiting for it (like a flush, it is written behind).
 
         For a writer that knows little or nothing more will be kept (a cap was reached)
         and that commits later: the data is made durable while it does other work, so
         the fsync at commit, which is what makes the artifact durable, has little left
         to wait for. A failure here is not reported (the commit's fsync reports it).
         """
-        await self._flush()
-        await self._written()
-        file = self._file
-        if file is not None and self.error is None:
-            try:
-                await hop(self._tracker, sync_quietly, file.fd)
-            except anyio.get_cancelled_exc_class():
-                self._abandon("its writer was cancelled")
-                raise
+        await self._flush(sync=True)
 
     def _fail(self, exc: BaseException) -> None:
         log.warning(

@@ -7,7 +7,8 @@ Memory
     Only the first bytes (enough to decide the trigger exactly, about 4 bytes per trigger
     character) and a rolling tail are kept in memory. Once the output passes the trigger,
     all of it, from the first byte, streams into one artifact through the store's streaming
-    writer, fed by a writer task over a bounded queue so disk writes overlap pipe reads. A
+    writer, which writes behind (its threads write one buffer while the pipe is read into
+    the next), so disk writes overlap pipe reads without a task or a queue of our own. A
     1 GiB output costs the same memory as a 1 MiB one.
 
 Rendering
@@ -36,7 +37,6 @@ from typing import Any, Final, Literal, TypeAlias
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from toolbatch._core import Excerpt, make_preview, unsaved_note
 from toolbatch.artifacts import ArtifactStore, ArtifactStream, commit_within
@@ -59,11 +59,6 @@ __all__ = [
 ]
 
 READ_CHUNK_BYTES: Final = 1 * 2**20
-WRITE_QUEUE_CHUNKS: Final = 4
-"""Chunks (each at most ``READ_CHUNK_BYTES``) queued for the artifact writer task. Few: the
-stream writes each flush behind (the writer task waits only when the flush before is still
-being written), and the memory of a 1 GiB output is this queue, the stream's buffer and the
-flush in flight."""
 YIELD_EVERY_BYTES: Final = 4 * 2**20
 """Bytes read without an await before the reader yields to the event loop anyway."""
 BINARY_SNIFF_BYTES: Final = 8_000
@@ -216,56 +211,38 @@ class Capture:
 # -- the artifact side ------------------------------------------------------------------
 
 
-async def _write_chunks(stream: ArtifactStream, chunks: MemoryObjectReceiveStream[bytes]) -> None:
-    # Chunks go through as read: under load a pipe read returns the full 1 MiB, which the
-    # stream flushes without copying; joining larger blocks here measured slower.
-    # Once the store keeps nothing more (a cap), the disk takes what was kept while the
-    # pipe drains, so the commit's fsync has little left to wait for.
-    synced = False
-    async with chunks:
-        async for chunk in chunks:
-            await stream.write(chunk)
-            if not synced and stream.dropped_by is not None:
-                synced = True
-                await stream.sync_early()
-
-
 @dataclass(slots=True, eq=False)
 class ArtifactSink:
-    """Opens the artifact stream on demand and feeds it through a bounded queue."""
+    """Opens the artifact stream on demand and writes to it (the stream writes behind, so
+    the pipe is read on while the store's threads write)."""
 
     store: ArtifactStore | None
     call_id: str
     tool_name: str
     stack: contextlib.AsyncExitStack
-    task_group: anyio.abc.TaskGroup
     stream: ArtifactStream | None = None
-    _send: MemoryObjectSendStream[bytes] | None = None
 
     async def open(self, suffix: str, first: bytes) -> None:
         assert self.store is not None
         self.stream = await self.stack.enter_async_context(
             self.store.open_stream(self.call_id, self.tool_name, suffix=suffix)
         )
-        send, receive = anyio.create_memory_object_stream[bytes](WRITE_QUEUE_CHUNKS)
-        self._send = send
-        self.task_group.start_soon(_write_chunks, self.stream, receive)
         if first:
-            await send.send(first)
+            await self.write(first)
 
     async def write(self, chunk: bytes) -> bool:
-        """Queue ``chunk``; ``False`` (and no await) once the stream keeps nothing more."""
+        """Write ``chunk``; ``False`` (and no await) once the stream keeps nothing more."""
         stream = self.stream
-        if self._send is None or stream is None:
+        if stream is None:
             return False
         if stream.error is not None or stream.dropped_by is not None:
             return False  # a cap or a write error: the rest is only counted
-        await self._send.send(chunk)
+        await stream.write(chunk)
+        if stream.dropped_by is not None:
+            # The store keeps nothing more (a cap): the disk takes what was kept while
+            # the pipe drains, so the commit's fsync has little left to wait for.
+            await stream.sync_early()
         return True
-
-    def close(self) -> None:
-        if self._send is not None:
-            self._send.close()
 
 
 @dataclass(slots=True)

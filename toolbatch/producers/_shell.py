@@ -513,7 +513,7 @@ class ShellProducer:
                     pump_done = anyio.Event()
                     watched = OutputForwarder.of(context)
                     async with anyio.create_task_group() as tg:
-                        sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack, tg)
+                        sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack)
                         tg.start_soon(self._supervise, process, ending, window, pump_done, stop)
                         try:
                             await pump(
@@ -527,7 +527,6 @@ class ShellProducer:
                             )
                         finally:
                             pump_done.set()
-                            sink.close()
                             if watched is not None:
                                 watched.close()
                     if isinstance(process, SpawnedCommand) and process.start_error is not None:
