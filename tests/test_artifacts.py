@@ -17,6 +17,7 @@ from toolbatch.artifacts._naming import artifact_name, digest_prefix
 from toolbatch.artifacts._store import (
     INLINE_ASCII_CHARS,
     INLINE_ENCODE_CHARS,
+    STREAM_FLUSH_BYTES,
     safe_name_component,
 )
 
@@ -320,6 +321,43 @@ async def test_stream_commits_everything_it_received(tmp_path: Path) -> None:
     assert stream.bytes_dropped == 0
     assert _mode(path) == 0o600
     assert store.written == (path,)
+
+
+_BLOCK = os.urandom(2**20)
+_SOURCE = _BLOCK * 4
+
+
+@settings(max_examples=scaled(5), deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 3 * 2**20), min_size=1, max_size=40),
+    sync_at=st.integers(0, 40),
+)
+def test_a_stream_over_several_flushes_is_published_whole_and_named_by_its_bytes(
+    tmp_path_factory: pytest.TempPathFactory, sizes: list[int], sync_at: int
+) -> None:
+    """Flushes are written behind (one in flight while the next fills): whatever the chunk
+    sizes, and with ``sync_early`` anywhere, the file holds every byte in order and its
+    name is the digest of exactly those bytes."""
+    chunks = [_SOURCE[size % 2**20 : size % 2**20 + size] for size in sizes]
+    chunks += [_BLOCK] * (STREAM_FLUSH_BYTES * 2 // 2**20 + 1 - sum(sizes) // 2**20)  # 2 flushes+
+    root = tmp_path_factory.mktemp("stream")
+
+    async def stream_it() -> Path:
+        store = ArtifactStore(root, max_file_bytes=2**30, max_total_bytes=2**30)
+        async with store.open_stream("c", "t") as stream:
+            for index, chunk in enumerate(chunks):
+                if index == sync_at:
+                    await stream.sync_early()
+                await stream.write(chunk)
+            return await stream.commit()
+
+    path = anyio.run(stream_it)
+    data = b"".join(chunks)
+    assert path.read_bytes() == data
+    hasher = digest_prefix("c")
+    hasher.update(data)
+    assert path.name == artifact_name("c", "t", hasher.hexdigest())
+    path.unlink()
 
 
 async def test_stream_keeps_the_first_cap_bytes_and_counts_the_rest(tmp_path: Path) -> None:

@@ -290,6 +290,17 @@ async def test_bad_arguments_are_an_invalid_args_result(args: dict[str, Any], na
     assert named in result.error.message
 
 
+async def test_a_cwd_that_cannot_be_reached_is_an_invalid_args_result(tmp_path: Path) -> None:
+    """A cwd the system refuses to resolve (a symlink loop) is named with the reason."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = await ShellProducer().run(_call(command="ls", cwd=str(loop)), ProducerContext())
+    assert result.error is not None
+    assert result.error.type == "invalid_args"
+    assert str(loop) in result.error.message
+    assert "symbolic links" in result.error.message
+
+
 async def test_a_shell_that_cannot_start_is_an_execution_failure(tmp_path: Path) -> None:
     """A missing shell program is a failed result, not an exception."""
     result = await _run("echo hi", producer=ShellProducer(shell=str(tmp_path / "no-bash")))
