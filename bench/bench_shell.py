@@ -45,15 +45,15 @@ stay as diagnostics.
 Why the all-persisted ratios are below 1 on 2 vCPUs: ``cat > /dev/null`` spends about
 0.45-0.85 CPU-s per GiB and writes nothing. The producer also persists: its event loop reads
 the pipe straight into the artifact stream (about 0.35-0.45 CPU-s/GiB: the copy out of the
-pipe and the capture), a worker thread writes each 16 MiB flush into the page cache with one
-``writev`` while the loop reads the next one (write-behind; about 0.4 CPU-s/GiB on tmpfs,
-more on ext4), and XXH3 names it (about 0.05 CPU-s/GiB), plus the generator (about 0.45):
-about 1.3 CPU-s per GiB in all, so about 0.65 s on both cores at best. On disk the data must
-also reach the disk before the commit returns: on this VM a fresh 1 GiB file has taken from
-0.8 s to 6.7 s (``dd conv=fsync``, 1.3 GB/s to 160 MB/s, depending on the other work on the
-disk), which bounds that row whatever the producer does; and with every core taken by other
-work, each hand-off between the stages (pipe, loop, worker thread) waits for a core, so a
-loaded machine lowers the ratio more than ``cat``'s.
+pipe and the capture), a worker thread writes each 16 MiB flush into the page cache (1 MiB a
+call) while the loop reads the next one (write-behind; about 0.4 CPU-s/GiB), and XXH3 names
+it (about 0.05 CPU-s/GiB), plus the generator (about 0.45): about 1.3 CPU-s per GiB in all,
+so about 0.65 s on both cores at best. On disk the data must also reach the disk before the
+commit returns: on this VM a fresh 1 GiB file has taken from 0.8 s to 6.7 s (``dd
+conv=fsync``, 1.3 GB/s to 160 MB/s, depending on the other work on the disk), which bounds
+that row whatever the producer does; and with every core taken by other work, each hand-off
+between the stages (pipe, loop, worker thread) waits for a core, so a loaded machine lowers
+the ratio more than ``cat``'s.
 """
 
 from __future__ import annotations

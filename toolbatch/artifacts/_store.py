@@ -10,7 +10,7 @@ overwrite each other. Byte caps (per file, per store) are reserved before a writ
 
 The bytes go through ``aiofiles`` (``aiofiles.open`` on the temp part, ``aiofiles.os`` for
 the rest) on the store's own daemon worker threads (``_workers``); the one-shot write is in
-``_oneshot``, the streaming writer in ``_stream`` (one ``writev`` hop a flush, through
+``_oneshot``, the streaming writer in ``_stream`` (one hop a flush, through
 ``aiofiles.os``), the file operations in ``_files``.
 
 A caller is never held by a thread: cancelling a persist (a deadline, an abort) stops the
