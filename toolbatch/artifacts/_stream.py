@@ -23,7 +23,13 @@ import anyio
 import structlog
 import xxhash
 
-from toolbatch.artifacts._files import open_temp, rename_into_place, sync_quietly, unlink_quietly
+from toolbatch.artifacts._files import (
+    open_temp,
+    rename_into_place,
+    start_writeback,
+    sync_quietly,
+    unlink_quietly,
+)
 from toolbatch.artifacts._naming import digest_prefix
 from toolbatch.artifacts._workers import Tracker, hop
 from toolbatch.errors import ArtifactWriteError
@@ -181,14 +187,15 @@ class ArtifactStream:
         elif sync:
             work = [submit(self._hash_and_write, file, chunks, failed, sync=True)]
         elif size >= PARALLEL_HASH_BYTES:
-            # The hash and the write both release the GIL: side by side, and the disk takes
-            # what earlier flushes wrote meanwhile (``sync_quietly``). A failed write is
+            # The hash and the write both release the GIL: side by side. A failed write is
             # kept, not raised: the hash must finish before the chunks move anywhere.
             work = [
                 submit(self._hash_chunks, chunks),
                 submit(self._write_kept, file, chunks, failed),
             ]
-            if file.written:
+            if file.written and start_writeback is None:
+                # Without sync_file_range the disk takes what earlier flushes wrote while
+                # this one is written (the commit's fsync then has little left).
                 work.append(submit(sync_quietly, file.fd))
         else:
             work = [submit(self._hash_and_write, file, chunks, failed)]
@@ -242,6 +249,11 @@ class ArtifactStream:
             failed.append(exc)
             return
         file.written += sum(len(chunk) for chunk in chunks)
+        if start_writeback is not None:
+            # The disk starts on the flush now, and nothing waits for it before the
+            # commit's fsync: an fdatasync here held the next flush until the disk had it
+            # (1 GiB to ext4: 1.6-2.0 s, against 0.9-1.6 s).
+            start_writeback(file.fd)
 
     def _hash_and_write(
         self, file: _StreamFile, chunks: list[bytes], failed: list[OSError], *, sync: bool = False
