@@ -21,7 +21,7 @@ the next batch.
 from __future__ import annotations
 
 import operator
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -42,6 +42,7 @@ from toolbatch import (
 from toolbatch.providers import openai_chat
 
 __all__ = [
+    "Answer",
     "Completion",
     "SplitTurns",
     "in_own_task",
@@ -148,19 +149,36 @@ class Completion:
     stop_reason: str | None = None
 
 
+@dataclass(slots=True, frozen=True)
+class Answer:
+    """What one call's caller receives.
+
+    Attributes:
+        text: the call's text: the bounded one when its turn was completed with its batch,
+            else the text its producer bounded (until :meth:`SplitTurns.complete`).
+        context: the turn's own text (hook context, the stop reason), on the last call of a
+            turn completed with its batch; ``""`` on every other call.
+    """
+
+    text: str
+    context: str = ""
+
+
 _NOT_ANSWERED: Final = "Error: the call was not answered"
 
 
 class _Waiting:
     """One call of a forming batch, and what its caller receives once the batch has run."""
 
-    __slots__ = ("call", "done", "failure", "lead", "response")
+    __slots__ = ("answer", "call", "done", "failure", "lead", "response", "turn")
 
-    def __init__(self, call: ToolCall) -> None:
+    def __init__(self, call: ToolCall, turn: Collection[str] | None) -> None:
         self.call = call
+        self.turn = turn
         self.done = anyio.Event()
         self.lead = False
         self.response: ToolCallResponse | None = None
+        self.answer: Answer | None = None
         self.failure: str | None = None
 
 
@@ -183,7 +201,23 @@ class SplitTurns:
         ran the batch is cancelled, the batch is cancelled (its commands stopped), and the
         other calls of it are answered with that reason.
         """
-        waiting = _Waiting(call)
+        answer = await self.answer(call, turn=())  # no batch is a whole turn: all wait
+        return answer.text
+
+    async def answer(self, call: ToolCall, /, *, turn: Collection[str] | None) -> Answer:
+        """Answer one call (in the batch it arrived with), completing its turn when it can.
+
+        Args:
+            call: the call.
+            turn: the ids of every call of the model response that this object runs. A
+                batch that is exactly those calls is run in that order and completed at
+                once, as one turn (its texts are the bounded ones); another batch's
+                responses wait for :meth:`complete`. ``None``: every batch is completed as
+                it ran (nothing else would complete it).
+
+        Cancellation is as for :meth:`run`.
+        """
+        waiting = _Waiting(call, turn)
         self._forming.append(waiting)
         if len(self._forming) == 1:
             waiting.lead = True  # the first call to arrive runs the batch
@@ -191,9 +225,11 @@ class SplitTurns:
             await waiting.done.wait()  # answered, or made the leader by a cancelled one
         if waiting.lead and waiting.response is None and waiting.failure is None:
             await self._run_batch(waiting)
+        if waiting.answer is not None:
+            return waiting.answer
         if waiting.response is None:
-            return waiting.failure or _NOT_ANSWERED
-        return response_text(waiting.response)
+            return Answer(waiting.failure or _NOT_ANSWERED)
+        return Answer(response_text(waiting.response))
 
     async def _run_batch(self, leader: _Waiting) -> None:
         try:
@@ -205,14 +241,29 @@ class SplitTurns:
                 self._forming[0].done.set()
             raise
         batch, self._forming = self._forming, []
+        whole = leader.turn is None or _is_whole(batch, leader.turn)
+        if whole and leader.turn:
+            order = {call_id: index for index, call_id in enumerate(leader.turn)}
+            batch.sort(key=lambda waiting: order[waiting.call.id])
+        calls = [waiting.call for waiting in batch]
+
+        async def run() -> tuple[PendingTurn, Turn | None]:
+            pending = await self.scheduler.execute(calls)
+            return pending, (await self.scheduler.complete_turn(pending) if whole else None)
+
         failure = _NOT_ANSWERED
         try:
-            pending = await in_own_task(
-                lambda: self.scheduler.execute([waiting.call for waiting in batch])
-            )
-            for waiting, response in zip(batch, pending, strict=True):
-                self._pending[waiting.call.id] = (response, pending)
-                waiting.response = response
+            pending, turn = await in_own_task(run)
+            if turn is None:
+                for waiting, response in zip(batch, pending, strict=True):
+                    self._pending[waiting.call.id] = (response, pending)
+                    waiting.response = response
+            else:
+                texts, context = turn_texts(turn)
+                last = batch[-1]  # the turn's own text goes after its last result
+                for waiting in batch:
+                    text = texts.get(waiting.call.id, "")
+                    waiting.answer = Answer(text, context if waiting is last else "")
         except anyio.get_cancelled_exc_class():
             failure = (
                 "Error: the call was cancelled with the batch it ran in "
@@ -224,7 +275,7 @@ class SplitTurns:
             raise
         finally:
             for waiting in batch:
-                if waiting.response is None:
+                if waiting.response is None and waiting.answer is None:
                     waiting.failure = failure
                 waiting.done.set()
 
@@ -256,3 +307,11 @@ class SplitTurns:
             last_call_id=turn.responses[-1].call_id,
             stop_reason=turn.stop_reason,
         )
+
+
+def _is_whole(batch: Sequence[_Waiting], turn: Collection[str]) -> bool:
+    """Whether ``batch`` is exactly the calls of ``turn``, each once."""
+    if len(batch) != len(turn):
+        return False
+    ids = {waiting.call.id for waiting in batch}
+    return len(ids) == len(batch) and ids.issuperset(turn)

@@ -27,6 +27,8 @@ are left as they are.
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Collection
 from types import TracebackType
 from typing import Any, Self
 
@@ -37,6 +39,7 @@ from pydantic_ai.messages import (
     ModelRequestPart,
     ModelResponse,
     ToolCallPart,
+    ToolReturn,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -44,7 +47,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from toolbatch import Registry, SchedulerConfig, ToolScheduler, default_registry
+from toolbatch import Registry, SchedulerConfig, ToolDeclaration, ToolScheduler, default_registry
 from toolbatch.integrations._turns import Completion, SplitTurns, make_call
 
 __all__ = ["ToolbatchToolset"]
@@ -79,6 +82,11 @@ class ToolbatchToolset(AbstractToolset[Any]):
         self._id = id
         self._entered = 0
         self._turns = SplitTurns(self.scheduler)
+        self._declared: list[ToolDeclaration] = []
+        self._tools: dict[str, ToolsetTool[Any]] = {}
+        self._response: ModelMessage | None = None
+        self._response_calls: tuple[str, ...] | None = None
+        """The last response :meth:`_turn_of` read, and its answer (its calls arrive together)."""
 
     @property
     def id(self) -> str | None:
@@ -115,26 +123,59 @@ class ToolbatchToolset(AbstractToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         del ctx
-        return {
-            declaration.name: ToolsetTool(
-                toolset=self,
-                tool_def=ToolDefinition(
-                    name=declaration.name,
-                    description=declaration.description,
-                    parameters_json_schema=dict(declaration.input_schema),
-                ),
-                max_retries=0,
-                args_validator=_ANY_ARGS,
-            )
-            for declaration in self.scheduler.declarations()
-        }
+        declarations = self.scheduler.declarations()
+        if len(declarations) != len(self._declared) or not all(
+            map(operator.is_, declarations, self._declared)
+        ):  # a new session, or an MCP server's tools: built once per change, not per step
+            self._declared = declarations
+            self._tools = {
+                declaration.name: ToolsetTool(
+                    toolset=self,
+                    tool_def=ToolDefinition(
+                        name=declaration.name,
+                        description=declaration.description,
+                        parameters_json_schema=dict(declaration.input_schema),
+                    ),
+                    max_retries=0,
+                    args_validator=_ANY_ARGS,
+                )
+                for declaration in declarations
+            }
+        return dict(self._tools)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         del tool
         call = make_call(ctx.tool_call_id, name, tool_args)
-        return await self._turns.run(call)
+        answer = await self._turns.answer(call, turn=self._turn_of(ctx))
+        if answer.context:
+            return ToolReturn(answer.text, content=answer.context)
+        return answer.text
+
+    def _turn_of(self, ctx: RunContext[Any]) -> Collection[str] | None:
+        """The ids of this toolset's calls in the model response being answered, which
+        complete their turn as soon as they ran together; ``None`` when no history processor
+        of this toolset runs in the agent: then each batch is completed as it ran."""
+        response = ctx.messages[-1] if ctx.messages else None
+        if response is self._response:
+            return self._response_calls
+        processed = any(
+            isinstance(capability, ProcessHistory)
+            and capability.processor == self.history_processor
+            for capability in ctx.capabilities.values()
+        )
+        calls: tuple[str, ...] | None = None
+        if processed:
+            calls = ()  # not known: the history processor completes them
+            if isinstance(response, ModelResponse):
+                calls = tuple(
+                    part.tool_call_id
+                    for part in response.parts
+                    if isinstance(part, ToolCallPart) and part.tool_name in self._tools
+                )
+        self._response, self._response_calls = response, calls
+        return calls
 
     # -- the batch boundary ---------------------------------------------------------------
 
