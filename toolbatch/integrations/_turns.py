@@ -3,9 +3,11 @@
 pydantic-ai and the OpenAI Agents SDK run each tool call themselves (concurrently) and only
 later build the next model request from the calls' returns. :class:`SplitTurns` answers
 the calls through ``ToolScheduler.execute`` (the producers bound their own output: the
-shell's preview, MCP's, a Python tool's threshold) and keeps the responses; at the batch
-boundary, just before the next model request, :meth:`SplitTurns.complete` completes every
-pending call of the last model response as one turn (``complete_turn``: the batch budget,
+shell's preview, MCP's, a Python tool's threshold). A batch that is every call of the model
+response (when the framework says which those are, :meth:`SplitTurns.answer`) is completed
+at once, and each caller gets its bounded text. Otherwise the responses are kept; at the
+batch boundary, just before the next model request, :meth:`SplitTurns.complete` completes
+every pending call of the last model response as one turn (``complete_turn``: the batch budget,
 persist-once, PostToolBatch hooks, the send guard, the recorder). A framework that rebuilds
 its request from the unbounded history every time keeps the completion and sends the same
 bounded text again: a turn is completed once.

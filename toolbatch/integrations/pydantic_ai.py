@@ -3,19 +3,27 @@
 pydantic-ai runs each tool call of a model response itself (concurrently) and puts every
 tool's full return into the next request. ``ToolbatchToolset`` is an ``AbstractToolset``
 an ``Agent`` takes (``toolsets=[ts]``) offering toolbatch's tools: the registry's (the
-shell by default), the configured MCP servers' and your own producers. Each call is
-answered through ``ToolScheduler.execute`` (the producers bound their own output);
-``ts.history_processor``, run before each model request, completes the calls of the last
-model response as one toolbatch turn (``complete_turn``: the batch budget, persist-once,
-PostToolBatch hooks, the send guard, the recorder) and puts the bounded texts in their
-``ToolReturnPart``s, so the model sees the bounded parts and the full output is on disk
-once. A hook's context or stop reason is added to that request as a ``UserPromptPart``.
-
-The installed pydantic-ai (2.78) has no ``history_processors=`` argument any more; its
-``ProcessHistory`` capability takes the processor, and ``ts.capability`` is that::
+shell by default), the configured MCP servers' and your own producers. The calls
+pydantic-ai starts together run as one batch through ``ToolScheduler.execute``; when that
+batch is all of this toolset's calls in the model response (pydantic-ai's default), the
+toolset completes it at once as one toolbatch turn (``complete_turn``: the batch budget,
+persist-once, PostToolBatch hooks, the send guard, the recorder) and each call returns its
+bounded text, so the model sees the bounded parts and the full output is on disk once. A
+hook's context or stop reason follows the returns as a ``UserPromptPart`` (the last call's
+``ToolReturn.content``)::
 
     ts = ToolbatchToolset(SchedulerConfig(batch_budget=20_000))
-    agent = Agent(model, toolsets=[ts], capabilities=[ts.capability])
+    agent = Agent(model, toolsets=[ts])
+
+Calls pydantic-ai runs one at a time (a ``sequential`` tool, the ``sequential`` execution
+mode) are batches of one. ``ts.history_processor``, run before each model request,
+completes the calls of the last model response that are still pending as one turn and puts
+the bounded texts in their ``ToolReturnPart``s (a hook's text as a ``UserPromptPart`` after
+the last); pydantic-ai 2.78 takes it as its ``ProcessHistory`` capability, which
+``ts.capability`` is: ``Agent(model, toolsets=[ts], capabilities=[ts.capability])``.
+Without it each batch is completed as it ran, under the budget on its own. Add it only
+where calls run one at a time: pydantic-ai wraps every tool call in every capability's
+hooks, which costs a 50-call turn about a fifth more.
 
 The agent enters the toolset for each run (the scheduler opens on the first enter and
 closes on the last); ``async with ts:`` around several runs keeps one session, its MCP
