@@ -56,7 +56,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as artifacts:
         config = toolbatch.SchedulerConfig(batch_budget=6_000, artifacts_dir=artifacts)
         ts = ToolbatchToolset(config)
-        agent = Agent(FunctionModel(model), toolsets=[ts], capabilities=[ts.capability])
+        agent = Agent(FunctionModel(model), toolsets=[ts])
         result = await agent.run("Look around.")
         print(f"model: {result.output}")
 
