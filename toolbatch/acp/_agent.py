@@ -163,6 +163,21 @@ class AcpAgent:
         self._trace_model = trace_model
         self._sessions: dict[str, _Session] = {}
         self._client: Client | None = None
+        # The same answer to every initialize, built once: building its five models
+        # (pydantic copies their defaults) cost more than the rest of the request.
+        self._initialized = InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=transcript_dir is not None,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                # session/new's HTTP and SSE servers are started too (spec: the client sends
+                # only the transports the agent advertises; stdio is always supported).
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
+            ),
+            agent_info=Implementation(
+                name="toolbatch", title="toolbatch", version=toolbatch.__version__
+            ),
+        )
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -183,19 +198,7 @@ class AcpAgent:
         **kwargs: Any,
     ) -> InitializeResponse:
         log.info("acp.initialize", client_protocol=protocol_version, client=_name_of(client_info))
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=self._transcript_dir is not None,
-                prompt_capabilities=PromptCapabilities(embedded_context=True),
-                # session/new's HTTP and SSE servers are started too (spec: the client sends
-                # only the transports the agent advertises; stdio is always supported).
-                mcp_capabilities=McpCapabilities(http=True, sse=True),
-            ),
-            agent_info=Implementation(
-                name="toolbatch", title="toolbatch", version=toolbatch.__version__
-            ),
-        )
+        return self._initialized
 
     async def new_session(
         self,
