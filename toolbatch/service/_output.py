@@ -43,7 +43,8 @@ __all__ = [
 log = structlog.get_logger("toolbatch.service")
 
 WRITE_COALESCE_BYTES: Final = 1 * 2**20
-"""Queued output lines are packed into segments of up to this many bytes, one write each."""
+"""Queued output lines are packed into segments of up to this many bytes; the writer packs
+what is queued (segments and streams) into writes of about this size."""
 OUTPUT_HIGH_WATER_BYTES: Final = 8 * 2**20
 """Backpressure: while more than this is queued for stdout, no new request is read and
 progress reports with a message are dropped (status changes never are)."""
