@@ -84,7 +84,9 @@ def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) ->
     """
     if isinstance(args, dict) and call_id and name:
         try:  # the usual case, without the reply mapping's round trip
-            return ToolCall(id=call_id, name=name, args=args, ordinal=ordinal)
+            return ToolCall.model_validate(
+                {"id": call_id, "name": name, "args": args, "ordinal": ordinal}
+            )
         except ValidationError:
             pass  # not JSON values: the mapping says why
     [call] = openai_chat.tool_calls(

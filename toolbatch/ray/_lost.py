@@ -79,14 +79,7 @@ async def lost_turn(
         if not hosted or response.error_type == LOST_ERROR_TYPE:
             answered.append(response)
             continue
-        call = ToolCall.model_construct(
-            id=response.call_id,
-            name=response.name,
-            args=response.call_args or {},
-            ordinal=None,
-            prompt_id=None,
-            invalid=None,
-        )
+        call = ToolCall(id=response.call_id, name=response.name, args=response.call_args or {})
         message = (
             f"the session host of {session_id!r} was lost before this turn was "
             f"completed ({reason}); the call ran, but its result could not be "
