@@ -25,7 +25,9 @@ see and can signal each other (the same trust domain: one model's session), but 
 host. A command that kills or stops the spawner breaks only this session's spawner: the
 commands it was running end with a clear error (their channels reach EOF; a request that
 gets no reply within ``SPAWN_REPLY_S`` is answered with an error too) and the next command
-starts a new one. A change of the protected or writable paths as they exist (a protected path
+starts a new one; a supervisor killed while it waited for a command is replaced at once (the
+spawner reads EOF on its pipe; the host, finding the channel it gave it hung up, gives the new
+one another). A change of the protected or writable paths as they exist (a protected path
 made, a file replaced) retires the spawner once its commands are done, so that a new one binds
 what exists now, as a fresh ``bwrap`` per command did.
 """
@@ -419,6 +421,12 @@ class Spawner:
     async def _request(
         self, instance: _Instance, payload: bytes, stdout: int, stderr: int
     ) -> SpawnedCommand:
+        if instance.next_channel is not None and _hung_up(instance.next_channel):
+            # The supervisor that took it was killed while waiting (by a command of the
+            # session); the spawner has forked another, which waits for a channel.
+            instance.next_channel.close()
+            instance.next_channel = None
+            instance.offer_channel()
         channel = instance.next_channel
         if channel is None or not instance.alive():
             self._release(instance)
@@ -480,6 +488,13 @@ def _sender(ancillary: list[tuple[int, int, bytes]]) -> int:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
             return int.from_bytes(payload[:4], sys.byteorder, signed=True)
     return 0
+
+
+def _hung_up(channel: socket.socket) -> bool:
+    """Whether the other end of ``channel`` is closed (its holder died)."""
+    watch = select.poll()
+    watch.register(channel, select.POLLHUP)
+    return any(events & select.POLLHUP for _, events in watch.poll(0))
 
 
 class _Refused(Exception):

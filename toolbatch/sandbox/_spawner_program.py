@@ -23,8 +23,12 @@ Protocol (one datagram each way, never more):
   translates it into the host's PID namespace).
 
 A supervisor is forked in advance and waits on the control socket itself: it takes the next
-channel and request, tells the spawner (a byte on a pipe), which forks the next one, so the
-fork (about 0.5 ms of copying a Python process, more under load) is off the command's path. The
+channel and request, starts the shell and closes the pipe only it writes to, and the spawner,
+reading EOF there, forks the next one, so the fork (about 0.5 ms of copying a Python process,
+more under load) is off the command's path. EOF, not a byte written: a command can kill its
+supervisor (``kill -9 $PPID``, or another command's ``kill``) before the supervisor has said
+anything, and its death closes the pipe all the same; a byte would die with it, and no
+supervisor would ever be forked for the session's next command. The
 supervisor is the command's session and process-group leader and a child subreaper, so
 everything the command starts stays beneath it (``setsid`` escapees included) until it is
 stopped; it ignores the catchable signals a command may send its group (``kill 0``), so it
@@ -81,20 +85,20 @@ def supervise(channel, data, fds):
         os.chdir(cwd)
         shell = spawn(argv, env, fds[:3])
     except ValueError as exc:
-        os.write(taken_write, b"t")
+        os.close(waiting)
         channel.send(b"V" + str(exc).encode("utf-8", "replace"))
         os._exit(127)
     except OSError as exc:
-        os.write(taken_write, b"t")
+        os.close(waiting)
         channel.send(b"X%d %s" % (exc.errno or 0, (exc.strerror or str(exc)).encode()))
         os._exit(127)
     for fd in fds:
         os.close(fd)
     channel.send(b"S")
     # Only now the spawner forks the next supervisor: a fork beside this posix_spawn would
-    # compete with it for the CPU on the command's path.
-    os.write(taken_write, b"t")
-    os.close(taken_write)
+    # compete with it for the CPU on the command's path. The command may kill this
+    # supervisor before it gets here (kill -9 $PPID): its death closes the pipe just the same.
+    os.close(waiting)
     while True:
         try:
             pid, status = os.wait()
@@ -137,7 +141,6 @@ def wait_for_request():
     # A supervisor made in advance: session leader and subreaper, holding the channel of
     # its command-to-be and its pid told to the host on it (P) before the request comes, so
     # that only chdir and posix_spawn are left when it does.
-    os.close(taken_read)
     os.setsid()
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -150,28 +153,35 @@ def wait_for_request():
         channel.send(b"P")  # the host knows this pid before the command can signal it
         request = receive(b"R", 3)
     if request is None:
-        os.write(taken_write, b"q" if given is None else b"t")
+        if given is None:
+            os.write(waiting, b"q")
         os._exit(0)
     control.close()
     supervise(channel, *request)
 
 
 def make_supervisor():
+    # Its own pipe, whose write end only it holds: EOF once it took a request or died
+    # (however: a command may kill it first), b"q" when the host is gone.
+    global waiting
+    done, waiting = os.pipe()
     if os.fork() == 0:
+        os.close(done)
         try:
             wait_for_request()
         finally:
             os._exit(127)
+    os.close(waiting)
+    return done
 
 
-taken_read, taken_write = os.pipe()
-make_supervisor()
+supervisor = make_supervisor()
 control.send(b"ready")
 while True:
-    taken = os.read(taken_read, 256)
-    if not taken or b"q" in taken:
+    said = os.read(supervisor, 1)
+    if said:  # b"q": the host closed its end
         break
-    for _ in range(taken.count(b"t")):
-        make_supervisor()
+    os.close(supervisor)
+    supervisor = make_supervisor()
 """
 """The spawner (``python -I -S -c SPAWNER_SOURCE FD``); see the module docstring."""
