@@ -15,9 +15,8 @@ Protocol (one datagram each way, never more):
   memfd). ``C`` and ``R`` alternate; each waiting supervisor reads one of each.
 * Per command, from its *supervisor* on ``channel``: ``P`` as soon as it holds the channel
   (its pid, known before the command can run and signal ``$PPID``, and off the command's
-  path), ``S`` once the shell is started, or
-  ``X<errno> <message>`` / ``V<message>`` when it could not be (``OSError``/``ValueError``);
-  then ``E<exit code> <alone>`` when the shell exits
+  path), then ``X<errno> <message>`` / ``V<message>`` when the shell could not be started
+  (``OSError``/``ValueError``), else ``E<exit code> <alone>`` when the shell exits
   (``alone``: 1 when no other process of the command is left). The host reads the
   supervisor's host pid from the ``SCM_CREDENTIALS`` every datagram carries (the kernel
   translates it into the host's PID namespace).
@@ -67,12 +66,14 @@ def spawn(argv, env, stdio):
         path = argv[0]
     else:
         # As execvp, but each candidate is checked with access(2) first: a failed
-        # posix_spawn costs a whole clone.
-        candidates = [os.path.join(d or ".", argv[0]) for d in os.get_exec_path(env)]
-        found = [c for c in candidates if os.access(c, os.X_OK) and not os.path.isdir(c)]
-        if not found:
+        # posix_spawn costs a whole clone. Not os.get_exec_path: its first call imports
+        # warnings, about 1 ms in each fresh supervisor.
+        for directory in env.get("PATH", os.defpath).split(os.pathsep):
+            path = (directory or ".") + "/" + argv[0]
+            if os.access(path, os.X_OK) and not os.path.isdir(path):
+                break
+        else:
             raise FileNotFoundError(2, "No such file or directory: %r" % argv[0])
-        path = found[0]
     return os.posix_spawn(path, argv, env, file_actions=actions, setsigdef=RESET)
 
 
@@ -94,9 +95,9 @@ def supervise(channel, data, fds):
         os._exit(127)
     for fd in fds:
         os.close(fd)
-    channel.send(b"S")
-    # Only now the spawner forks the next supervisor: a fork beside this posix_spawn would
-    # compete with it for the CPU on the command's path. The command may kill this
+    # Nothing is said now (the host wakes once, for E). Only now the spawner forks the next
+    # supervisor: a fork beside this posix_spawn would compete with it for the CPU on the
+    # command's path. The command may kill this
     # supervisor before it gets here (kill -9 $PPID): its death closes the pipe just the same.
     os.close(waiting)
     while True:
