@@ -1,12 +1,13 @@
-"""One long-lived ``bwrap`` per session that starts every command: a few forks, not a sandbox.
+"""One long-lived ``bwrap`` per session that starts every command: no new sandbox per command.
 
 A fresh ``bwrap`` per command costs about 3.5 ms on the 2-core development machine (namespace
 creation, mounts, two extra processes), several times the cost of the command itself. So a
 namespaced :class:`~toolbatch.sandbox.ProcessPolicy` starts one ``bwrap`` at its first command
 (the same namespaces, binds, protected paths, ``--cap-drop ALL``, ``--die-with-parent``,
 seccomp filter and, being started from the policy's Landlock-confined thread, the same
-Landlock domain) running a small Python program (``_spawner_program``) that forks one
-*supervisor* per command, which starts the shell. See that module for the protocol.
+Landlock domain) running a small Python program (``_spawner_program``) whose *supervisors*
+(kept from one command to the next, forked only when none is free) start each shell. See that
+module for the protocol.
 
 The host's pid of a command's supervisor comes from ``SCM_CREDENTIALS``: with ``SO_PASSCRED``
 on the host's end, the kernel attaches the sender's pid to every datagram, translated into
@@ -312,7 +313,7 @@ class Spawner:
             os.close(devnull)
             if memfd is not None:
                 os.close(memfd)
-        instance.offer_channel()  # for the supervisor the spawner is forking now
+        instance.offer_channel()  # for the next reader, which the spawner is naming now
         command = SpawnedCommand(channel, instance, lambda: self._release(instance))
         # Its P is usually there already (sent when it took the channel); the rest is read
         # by wait(): one wake-up of the host per command, when it ends.

@@ -106,7 +106,7 @@ class SpawnerInstance:
         (``None`` when the spawner is gone); the next one is offered after the request."""
         if self.next_channel is not None and _hung_up(self.next_channel):
             # The supervisor that took it was killed while waiting (by a command of the
-            # session); the spawner has forked another, which waits for a channel.
+            # session); the spawner has named another, which waits for a channel.
             self.next_channel.close()
             self.next_channel = None
             self.offer_channel()
