@@ -209,10 +209,29 @@ def make_supervisor():
     return mine.fileno()
 
 
+def drop(fd):
+    watch.unregister(fd)
+    links.pop(fd).close()
+    finishing.discard(fd)
+    if fd in idle:
+        idle.remove(fd)
+
+
+def tell(fd, order):
+    # False when that supervisor is gone (killed while free: its EOF is still unread).
+    try:
+        links[fd].send(order)
+    except OSError:
+        drop(fd)
+        return False
+    return True
+
+
 def name_reader(fd):
     global reader
+    while not tell(fd, b"r"):
+        fd = idle.pop() if idle else make_supervisor()
     reader = fd
-    links[fd].send(b"r")
 
 
 # Exactly one supervisor reads the control socket at a time (C, then R, in turn): one that
@@ -227,8 +246,12 @@ control.send(b"ready")
 while True:
     events = watch.poll(READER_WAIT_MS if reader is None else None)
     for fd, _ in events:
+        if fd not in links:  # dropped by an earlier event of this batch
+            continue
         try:
-            said = links[fd].recv(1)
+            said = links[fd].recv(1, socket.MSG_DONTWAIT)
+        except BlockingIOError:  # a stale event of a dropped link's number, reused since
+            continue
         except OSError:
             said = b""
         if said == b"q":  # the host closed its end: the free supervisors leave first
@@ -251,14 +274,10 @@ while True:
             elif len(idle) < IDLE_KEPT:
                 idle.append(fd)
             else:
-                links[fd].send(b"x")
+                tell(fd, b"x")
         else:  # b"t": it took its request; b"": it left or died
             if not said:
-                watch.unregister(fd)
-                links.pop(fd).close()
-                finishing.discard(fd)
-                if fd in idle:
-                    idle.remove(fd)
+                drop(fd)
             if fd == reader:
                 reader = None
                 if idle:
