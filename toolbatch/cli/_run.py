@@ -313,14 +313,17 @@ async def _run_batch(
             stopped_by = ", ".join(
                 dict.fromkeys(signal.Signals(signum).name for signum in interrupted)
             )
+            # Programs (json, stream-json, the sidecar) get the parts; people the text, and
+            # then no parts JSON is made (dumping them first builds their serializer, a
+            # tenth of a cold start).
+            events_read = args.output_format != "text" or sidecar is not None
             adapter.result(
                 num_turns=1,
                 is_error=bool(interrupted),
                 error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
                 if interrupted
                 else None,
-                # Programs (json, stream-json, the sidecar) get the parts; people the text.
-                result=dumps_json_line(batch_result(turn)["parts"]),
+                result=dumps_json_line(batch_result(turn)["parts"]) if events_read else None,
                 text=render_turn_text(turn, budget=budget)
                 if args.output_format == "text"
                 else None,
