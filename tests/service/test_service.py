@@ -414,9 +414,9 @@ def test_parse_batch_accepts_a_bare_list_and_resolves_the_budget() -> None:
 )
 def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str, Any]) -> None:
     """The fast path builds calls equal to the validated ones: dumped, copied, pickled alike."""
-    from toolbatch.service._protocol import _plain_batch
+    from toolbatch.service import plain_batch
 
-    plain = _plain_batch(params)
+    plain = plain_batch(params)
     assert plain is not None
     calls, budget = plain
     batch = parse_batch(params)
@@ -443,9 +443,9 @@ def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str,
 )
 def test_params_of_any_other_shape_take_the_validating_path(params: dict[str, Any]) -> None:
     """Anything the fast path is not sure of goes to parse_batch, which names the problem."""
-    from toolbatch.service._protocol import _plain_batch
+    from toolbatch.service import plain_batch
 
-    assert _plain_batch(params) is None
+    assert plain_batch(params) is None
     with pytest.raises(ConfigError):
         parse_batch(params)
 
