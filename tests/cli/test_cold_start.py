@@ -115,9 +115,10 @@ print(json.dumps({"code": code, "built": sorted(built(BaseModel)), "adapters": l
 """
 
 
-def test_an_empty_text_run_builds_only_the_tool_declaration() -> None:
-    """``echo '[]' | toolbatch run -`` builds the one model its tool list needs: the batch
-    takes the plain path and the text output makes no parts JSON (their serializer)."""
+def test_an_empty_text_run_builds_no_pydantic_model() -> None:
+    """``echo '[]' | toolbatch run -`` builds no pydantic model or adapter: the tool list is
+    plain ``ToolDeclaration`` values, the batch takes the plain path and the text output
+    makes no parts JSON (their serializer)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", _RUN_PROBE],
@@ -129,4 +130,4 @@ def test_an_empty_text_run_builds_only_the_tool_declaration() -> None:
     )
     assert done.stdout == "0 calls: 0 of 200,000 characters of tool output sent to the model\n"
     probe = json.loads(done.stderr.strip().splitlines()[-1])
-    assert probe == {"code": 0, "built": ["ToolDeclaration"], "adapters": 0}
+    assert probe == {"code": 0, "built": [], "adapters": 0}
