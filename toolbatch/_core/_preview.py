@@ -33,6 +33,7 @@ __all__ = [
     "TRUNCATION_HEADER",
     "Excerpt",
     "Preview",
+    "TextCutter",
     "Unit",
     "cut_ends",
     "cut_text",
@@ -200,6 +201,74 @@ def cut_text(text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, str
             return preview, head, tail
     head = safe_prefix(text, room)
     return (header + PREVIEW_SEPARATOR + head if head else header), head, ""
+
+
+_Layout: TypeAlias = tuple[int, int, str]
+"""Where a cut of a text of some length into some room falls: the head's size, where the
+tail starts and the omission marker between them."""
+_IRREGULAR: Final = (0, 0, "")
+"""The layout memo's entry for a cut that keeps no tail (left to :func:`cut_text`)."""
+_PLAIN_PREFIX: Final = TRUNCATION_HEADER + PREVIEW_SEPARATOR
+
+
+class TextCutter:
+    """:func:`cut_text` for many texts at once (one batch), with each layout worked out once.
+
+    A batch's cut slots share a few limits (the water-fill gives every cut slot the same
+    share, or one more) and often a few lengths, so where the head ends, where the tail
+    starts and the omission marker depend on the (length, room) pair alone; the cutter
+    keeps them and makes each preview with two slices and one concatenation. A cut that
+    would land on a surrogate pair, or keeps no tail, is left to :func:`cut_text`, so
+    every preview is exactly the one :func:`cut_text` writes.
+    """
+
+    __slots__ = ("_layouts",)
+
+    def __init__(self) -> None:
+        self._layouts: dict[tuple[int, int], _Layout] = {}
+
+    def cut(self, text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, int, int]:
+        """``cut_text(text, limit, paths)``'s preview, with the sizes of its head and tail.
+
+        ``text`` must not fit ``limit``.
+        """
+        if limit <= _HEADER_CHARS:
+            return (TRUNCATION_HEADER[:limit] if limit > 0 else ""), 0, 0
+        if paths:
+            header = _header(paths, (), limit)
+            room = limit - len(header) - _SEPARATOR_CHARS
+            prefix = header + PREVIEW_SEPARATOR
+        else:
+            room = limit - _HEADER_CHARS - _SEPARATOR_CHARS
+            prefix = _PLAIN_PREFIX
+        length = len(text)
+        key = (length, room)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = _layout(length, room)
+        head_size, start, marker = layout
+        if (
+            start
+            and not _LOW <= text[start] <= _LOW_END
+            and not (head_size and _LOW <= text[head_size] <= _LOW_END)
+        ):
+            return f"{prefix}{text[:head_size]}{marker}{text[start:]}", head_size, length - start
+        preview, head, tail = cut_text(text, limit, paths)
+        return preview, len(head), len(tail)
+
+
+def _layout(length: int, room: int) -> _Layout:
+    """:func:`cut_text`'s cut of a ``length``-long text into ``room`` (before any move off a
+    surrogate pair), or :data:`_IRREGULAR` when it keeps no tail."""
+    digits = len(str(length))
+    content = room - _MARKER_CHARS - digits - (digits - 1) // 3
+    if content <= 0:
+        return _IRREGULAR
+    head_size = content // HEAD_DIVISOR
+    start = length - (content - head_size)
+    if not head_size < start < length:  # a text that fits its room: cut_text's business
+        return _IRREGULAR
+    return head_size, start, omission_marker(start - head_size)
 
 
 def cut_ends(preview: str, head_size: int, tail_size: int, length: int) -> tuple[str, str]:

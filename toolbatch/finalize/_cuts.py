@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import eq, gt
@@ -20,11 +20,10 @@ import structlog
 
 from toolbatch._core import Part, ToolCallResponse, replace_finalized, replace_output
 from toolbatch.finalize._allocation import allocate_budget
-from toolbatch.finalize._fit import Excerpt, cut_text, fit_excerpt
+from toolbatch.finalize._fit import Excerpt, TextCutter, cut_ends, cut_text, fit_excerpt
 from toolbatch.finalize._hook_text import HOOK_TEXT_ARTIFACT, FinalizedTurn, HookText
 from toolbatch.finalize._slots import (
     BatchSlots,
-    FinalizeState,
     FittedSlot,
     OutputCut,
     Place,
@@ -174,57 +173,57 @@ def _rebuild(
     """Fit the cut slots and rebuild each cut response or hook text once; the others stay
     as they are. Returns the batch, the hook texts, the budgeted length after, and how many
     responses and texts got their persistence decision in this pass."""
-    slots = cuts.slots
-    texts, places, outputs = slots.texts, slots.places, slots.outputs
-    lengths, allocation, cut = cuts.lengths, cuts.allocation, cuts.cut
-    bounds = cuts.bounds
+    texts, outputs = cuts.slots.texts, cuts.slots.outputs
+    lengths, allocation, cut, bounds = cuts.lengths, cuts.allocation, cuts.cut, cuts.bounds
+    one_each = cuts.owners is cut  # one slot per response: response i's slot is slot i
     finalized = list(same)
     count = len(same)
     fitted_hooks = list(hooks)
     after = cuts.before
     decided_now = 0
+    cut_output = TextCutter().cut  # the batch's cut slots share a few layouts
     for group, owner in enumerate(cuts.owners):
-        if owner >= count:
-            index = cut[bounds[group]]
+        # The usual cut: a response whose one slot is its output alone (the body's only
+        # key), cut from its whole text (no earlier fit): the new body is the preview.
+        if (
+            owner < count
+            and (function_response := outputs[owner]) is not None
+            and (response := same[owner]).finalize_state is None
+        ):
+            files = response.persisted_output_files
+            if files is None:
+                decided_now += 1
+                path = written.get(owner)
+                files = (path,) if path is not None else ()
+            index = owner if one_each else cut[bounds[group]]
+            length = lengths[index]
+            preview, head_size, tail_size = cut_output(
+                texts[index],
+                allocation[index],
+                [os.fspath(path) for path in files] if files else (),
+            )
+            after -= length - len(preview)
+            state = OutputCut(preview, head_size, tail_size, length)
+            finalized[owner] = replace_output(response, function_response, preview, state, files)
+        elif owner >= count:
             hook = hooks[owner - count]
             fitted_hooks[owner - count], saved, deciding = _fit_hook_text(
-                hook, allocation[index], written.get(owner)
+                hook, allocation[cut[bounds[group]]], written.get(owner)
             )
             after -= saved
             decided_now += deciding
-            continue
-        response = same[owner]
-        files = response.persisted_output_files
-        deciding = files is None
-        if deciding:
-            decided_now += 1
-            files = (written[owner],) if owner in written else ()
-        paths: Sequence[str] = [os.fspath(path) for path in files] if files else ()
-        first = bounds[group]
-        if response.finalize_state is None and bounds[group + 1] - first == 1:
-            # The usual case: one slot, cut from its whole text, no earlier fit.
-            index = cut[first]
-            length = lengths[index]
-            preview, head, tail = cut_text(texts[index], allocation[index], paths)
-            after -= length - len(preview)
-            function_response = outputs[owner]
-            if function_response is not None:
-                # The output was the body's only key: the new body is the preview alone.
-                state = OutputCut(preview, len(head), len(tail), length)
-                finalized[owner] = replace_output(
-                    response, function_response, preview, state, files
-                )
-                continue
-            place = places[index]
-            parts = edit_parts(response.parts, [(place, preview)])
-            excerpt = Excerpt(head, tail, length)
-            new_state: object = FinalizeState((FittedSlot(place[0], place[1], preview, excerpt),))
         else:
-            parts, new_state, saved = _refit(
-                response, cut[first : bounds[group + 1]], cuts, *cuts.slots_of(owner), paths
-            )
+            response = same[owner]
+            files = response.persisted_output_files
+            if files is None:
+                decided_now += 1
+                path = written.get(owner)
+                files = (path,) if path is not None else ()
+            paths = [os.fspath(path) for path in files]
+            slots = cut[bounds[group] : bounds[group + 1]]
+            parts, new_state, saved = _refit(response, slots, cuts, owner, paths, cut_output)
             after -= saved
-        finalized[owner] = replace_finalized(response, parts, new_state, files)
+            finalized[owner] = replace_finalized(response, parts, new_state, files)
     return finalized, fitted_hooks, after, decided_now
 
 
@@ -251,16 +250,18 @@ def _refit(
     response: ToolCallResponse,
     cut: list[int],
     cuts: Cuts,
-    start: int,
-    end: int,
+    owner: int,
     paths: Sequence[str],
+    cut_whole: Callable[[str, int, Sequence[str]], tuple[str, int, int]],
 ) -> tuple[list[Part], object, int]:
-    """Fit a response's cut slots (indices ``cut``, its slots ``start:end``) in general.
+    """Fit the cut slots (indices ``cut``) of response ``owner`` in general.
 
-    A slot that still holds a preview a finalizer made is cut from its excerpt; earlier fits
-    of slots not cut now are kept in the new state. Returns the new parts, the new
-    ``finalize_state`` and the code points saved.
+    A slot that still holds a preview a finalizer made is cut from its excerpt; the others
+    are cut whole (by ``cut_whole``, the batch's cutter). Earlier fits of slots not cut now
+    are kept in the new state. Returns the new parts, the new ``finalize_state`` and the
+    code points saved.
     """
+    start, end = cuts.slots_of(owner)
     texts, places, allocation = cuts.slots.texts, cuts.slots.places, cuts.allocation
     state = state_of(response.finalize_state)
     known = state.lookup() if state is not None and state.fitted else None
@@ -273,8 +274,9 @@ def _refit(
         text = texts[index]
         fitted = fitted_at(known, part, field, text)
         if fitted is None:
-            preview, head, tail = cut_text(text, allocation[index], paths)
-            excerpt = Excerpt(head, tail, len(text))
+            length = len(text)
+            preview, head_size, tail_size = cut_whole(text, allocation[index], paths)
+            excerpt = Excerpt(*cut_ends(preview, head_size, tail_size, length), length)
         else:
             preview, excerpt = fit_excerpt(fitted.excerpt, allocation[index], paths=paths)
         saved += len(text) - len(preview)
