@@ -174,56 +174,53 @@ def _rebuild(
     as they are. Returns the batch, the hook texts, the budgeted length after, and how many
     responses and texts got their persistence decision in this pass."""
     texts, outputs = cuts.slots.texts, cuts.slots.outputs
-    lengths, allocation, cut, bounds = cuts.lengths, cuts.allocation, cuts.cut, cuts.bounds
-    one_each = cuts.owners is cut  # one slot per response: response i's slot is slot i
+    lengths, allocation, cut, owners = cuts.lengths, cuts.allocation, cuts.cut, cuts.owners
+    # Each owner's first cut slot (with one slot per response, the owner's own index).
+    firsts = cut if owners is cut else [cut[first] for first in cuts.bounds[:-1]]
     finalized = list(same)
-    count = len(same)
-    fitted_hooks = list(hooks)
     after = cuts.before
     decided_now = 0
     cut_output = TextCutter().cut  # the batch's cut slots share a few layouts
-    for group, owner in enumerate(cuts.owners):
+    others: list[int] = []
+    for owner, index in zip(owners, firsts, strict=True):
         # The usual cut: a response whose one slot is its output alone (the body's only
-        # key), cut from its whole text (no earlier fit): the new body is the preview.
-        if (
-            owner < count
-            and (function_response := outputs[owner]) is not None
-            and (response := same[owner]).finalize_state is None
-        ):
-            files = response.persisted_output_files
-            if files is None:
-                decided_now += 1
-                path = written.get(owner)
-                files = (path,) if path is not None else ()
-            index = owner if one_each else cut[bounds[group]]
-            length = lengths[index]
-            preview, head_size, tail_size = cut_output(
-                texts[index],
-                allocation[index],
-                [os.fspath(path) for path in files] if files else (),
-            )
-            after -= length - len(preview)
-            state = OutputCut(preview, head_size, tail_size, length)
-            finalized[owner] = replace_output(response, function_response, preview, state, files)
-        elif owner >= count:
-            hook = hooks[owner - count]
+        # key; a hook text has no such output), cut from its whole text (no earlier fit):
+        # the new body is the preview.
+        function_response = outputs[owner]
+        if function_response is None or (response := same[owner]).finalize_state is not None:
+            others.append(owner)
+            continue
+        files = response.persisted_output_files
+        if files is None:
+            decided_now += 1
+            files = (written[owner],) if owner in written else ()
+        length = lengths[index]
+        preview, head_size, tail_size = cut_output(
+            texts[index], allocation[index], [os.fspath(path) for path in files] if files else ()
+        )
+        after -= length - len(preview)
+        state = OutputCut(preview, head_size, tail_size, length)
+        finalized[owner] = replace_output(response, function_response, preview, state, files)
+    fitted_hooks = list(hooks)
+    count = len(same)
+    for owner in others:
+        group = bisect_left(owners, owner)
+        if owner >= count:
             fitted_hooks[owner - count], saved, deciding = _fit_hook_text(
-                hook, allocation[cut[bounds[group]]], written.get(owner)
+                hooks[owner - count], allocation[firsts[group]], written.get(owner)
             )
-            after -= saved
             decided_now += deciding
         else:
             response = same[owner]
             files = response.persisted_output_files
             if files is None:
                 decided_now += 1
-                path = written.get(owner)
-                files = (path,) if path is not None else ()
+                files = (written[owner],) if owner in written else ()
             paths = [os.fspath(path) for path in files]
-            slots = cut[bounds[group] : bounds[group + 1]]
+            slots = cut[cuts.bounds[group] : cuts.bounds[group + 1]]
             parts, new_state, saved = _refit(response, slots, cuts, owner, paths, cut_output)
-            after -= saved
             finalized[owner] = replace_finalized(response, parts, new_state, files)
+        after -= saved
     return finalized, fitted_hooks, after, decided_now
 
 
