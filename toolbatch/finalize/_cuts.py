@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from operator import eq, gt
+from operator import gt
 from pathlib import Path
 from typing import Final
 
@@ -47,7 +47,8 @@ PERSISTED_SLOT_SEPARATOR: Final = "\n\n"
 def measure_turn(
     same: list[ToolCallResponse], hooks: list[HookText], lifecycle: frozenset[str]
 ) -> BatchSlots:
-    """The batch's slots: the responses', then one per hook text (owners after them)."""
+    """The batch's slots: the responses', then one per hook text (owners after them, one slot
+    each)."""
     slots = measure_batch(same, lifecycle)
     if hooks:
         texts, places, ends, outputs = slots.texts, slots.places, slots.ends, slots.outputs
@@ -148,8 +149,7 @@ def plan_cuts(slots: BatchSlots, limit: int) -> Cuts | int:
     allocation = allocate_budget(lengths, limit)
     cut = list(compress(range(len(lengths)), map(gt, lengths, allocation)))
     count = len(cut)
-    if len(ends) == len(texts) and all(map(eq, ends, range(1, len(ends) + 1))):
-        # One slot per response (the usual batch): slot i is response i's.
+    if slots.one_each:  # the usual batch: slot i is response i's
         every = range(count + 1)
         return Cuts(slots, lengths, allocation, cut, cut, every, before)
     owners: list[int] = []

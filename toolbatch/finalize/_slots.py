@@ -278,6 +278,7 @@ class BatchSlots:
             response holding only a string ``output`` (most are; that string is its one
             slot), else ``None``.
         media: some response holds a media part (inline or a file reference) to check.
+        one_each: every response has exactly one slot (slot i is response i's).
     """
 
     texts: list[str]
@@ -285,6 +286,7 @@ class BatchSlots:
     ends: list[int]
     outputs: list[FunctionResponse | None]
     media: bool
+    one_each: bool
 
 
 def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[str]) -> BatchSlots:
@@ -298,6 +300,7 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
     ends: list[int] = []
     outputs: list[FunctionResponse | None] = []
     media = False
+    one_each = True
     for response in responses:
         parts = response.parts
         if len(parts) == 1 and type(part := parts[0]) is FunctionResponsePart:
@@ -324,9 +327,11 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
             tool=response.name,
             success=response.status == "success",
         )
+        if len(texts) != len(ends) + 1:
+            one_each = False
         ends.append(len(texts))
         outputs.append(None)
-    return BatchSlots(texts, places, ends, outputs, media)
+    return BatchSlots(texts, places, ends, outputs, media, one_each)
 
 
 def collect_slots(
