@@ -20,7 +20,7 @@ longer than its limit, never splits a code point and never separates a surrogate
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
@@ -209,6 +209,7 @@ tail starts and the omission marker between them."""
 _IRREGULAR: Final = (0, 0, "")
 """The layout memo's entry for a cut that keeps no tail (left to :func:`cut_text`)."""
 _PLAIN_PREFIX: Final = TRUNCATION_HEADER + PREVIEW_SEPARATOR
+_PLAIN_CHARS: Final = len(_PLAIN_PREFIX)
 
 
 class TextCutter:
@@ -255,6 +256,56 @@ class TextCutter:
             return f"{prefix}{text[:head_size]}{marker}{text[start:]}", head_size, length - start
         preview, head, tail = cut_text(text, limit, paths)
         return preview, len(head), len(tail)
+
+    def cut_all(
+        self,
+        texts: Sequence[str],
+        limits: Sequence[int],
+        picks: Iterable[int],
+        paths: Sequence[Sequence[str]] | None = None,
+    ) -> tuple[list[str], list[int], list[int]]:
+        """:meth:`cut` of ``texts[i]`` into ``limits[i]`` for each ``i`` in ``picks``, in one loop.
+
+        Returns the previews and the sizes of the heads and tails they kept, in pick order.
+        ``paths``, when given, holds each pick's artifact paths (``None``: no paths at all).
+        Every picked text must not fit its limit.
+        """
+        if paths is not None:
+            cut = self.cut
+            previews, heads, tails = [], [], []
+            for index, names in zip(picks, paths, strict=True):
+                preview, head_size, tail_size = cut(texts[index], limits[index], names)
+                previews.append(preview)
+                heads.append(head_size)
+                tails.append(tail_size)
+            return previews, heads, tails
+        # The usual batch (no artifact paths): the one header, each layout looked up here.
+        layouts = self._layouts
+        previews, heads, tails = [], [], []
+        add_preview, add_head, add_tail = previews.append, heads.append, tails.append
+        for index in picks:
+            text = texts[index]
+            room = limits[index] - _PLAIN_CHARS
+            length = len(text)
+            key = (length, room)
+            layout = layouts.get(key)
+            if layout is None:
+                layout = layouts[key] = _layout(length, room)
+            head_size, start, marker = layout
+            if (
+                start
+                and not _LOW <= text[start] <= _LOW_END
+                and not (head_size and _LOW <= text[head_size] <= _LOW_END)
+            ):
+                add_preview(f"{_PLAIN_PREFIX}{text[:head_size]}{marker}{text[start:]}")
+                add_head(head_size)
+                add_tail(length - start)
+            else:
+                preview, head, tail = cut_text(text, limits[index])
+                add_preview(preview)
+                add_head(len(head))
+                add_tail(len(tail))
+        return previews, heads, tails
 
 
 def _layout(length: int, room: int) -> _Layout:

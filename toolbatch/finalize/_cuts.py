@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import gt
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 import structlog
 
@@ -174,53 +174,61 @@ def _rebuild(
     as they are. Returns the batch, the hook texts, the budgeted length after, and how many
     responses and texts got their persistence decision in this pass."""
     texts, outputs = cuts.slots.texts, cuts.slots.outputs
-    lengths, allocation, cut, owners = cuts.lengths, cuts.allocation, cuts.cut, cuts.owners
-    # Each owner's first cut slot (with one slot per response, the owner's own index).
-    firsts = cut if owners is cut else [cut[first] for first in cuts.bounds[:-1]]
+    lengths, allocation, owners = cuts.lengths, cuts.allocation, cuts.owners
     finalized = list(same)
-    after = cuts.before
-    decided_now = 0
-    cut_output = TextCutter().cut  # the batch's cut slots share a few layouts
-    others: list[int] = []
-    for owner, index in zip(owners, firsts, strict=True):
-        # The usual cut: a response whose one slot is its output alone (the body's only
-        # key; a hook text has no such output), cut from its whole text (no earlier fit):
-        # the new body is the preview.
-        function_response = outputs[owner]
-        if function_response is None or (response := same[owner]).finalize_state is not None:
-            others.append(owner)
-            continue
-        files = response.persisted_output_files
-        if files is None:
-            decided_now += 1
-            files = (written[owner],) if owner in written else ()
-        length = lengths[index]
-        preview, head_size, tail_size = cut_output(
-            texts[index], allocation[index], [os.fspath(path) for path in files] if files else ()
-        )
-        after -= length - len(preview)
-        state = OutputCut(preview, head_size, tail_size, length)
-        finalized[owner] = replace_output(response, function_response, preview, state, files)
+    # The usual cut: a response whose one slot is its output alone (the body's only key; a
+    # hook text has no such output), cut from its whole text (no earlier fit): the new
+    # body is the preview. They are handled a step at a time over all of them (which
+    # responses, their files, their previews, the new responses): each step one loop.
+    usual = [owner for owner in owners if outputs[owner] is not None]
+    # Each one's slot (its only one): with one slot per response, the owner's own index.
+    picks = usual if owners is cuts.cut else [cuts.slots.ends[owner] - 1 for owner in usual]
+    responses = list(map(same.__getitem__, usual))
+    known = [response.persisted_output_files for response in responses]
+    decided_now = known.count(None)
+    files: list[tuple[Path, ...]]
+    if not decided_now:  # every one decided already
+        files = cast("list[tuple[Path, ...]]", known)
+    elif not written and decided_now == len(known):  # none decided, nothing written
+        files = [()] * decided_now
+    else:
+        files = [
+            found if found is not None else (written[owner],) if owner in written else ()
+            for owner, found in zip(usual, known, strict=True)
+        ]
+    paths = [[os.fspath(path) for path in found] for found in files] if any(files) else None
+    cutter = TextCutter()  # the batch's cut slots share a few layouts
+    previews, heads, tails = cutter.cut_all(texts, allocation, picks, paths)
+    after = cuts.before - sum(map(lengths.__getitem__, picks)) + sum(map(len, previews))
+    for owner, index, response, found, preview, head_size, tail_size in zip(
+        usual, picks, responses, files, previews, heads, tails, strict=True
+    ):
+        state = OutputCut(preview, head_size, tail_size, lengths[index])
+        finalized[owner] = replace_output(response, outputs[owner], preview, state, found)
     fitted_hooks = list(hooks)
+    if len(usual) == len(owners):
+        return finalized, fitted_hooks, after, decided_now
     count = len(same)
-    for owner in others:
-        group = bisect_left(owners, owner)
+    bounds, cut = cuts.bounds, cuts.cut
+    for group, owner in enumerate(owners):
         if owner >= count:
             fitted_hooks[owner - count], saved, deciding = _fit_hook_text(
-                hooks[owner - count], allocation[firsts[group]], written.get(owner)
+                hooks[owner - count], allocation[cut[bounds[group]]], written.get(owner)
             )
             decided_now += deciding
-        else:
+            after -= saved
+        elif outputs[owner] is None:
             response = same[owner]
-            files = response.persisted_output_files
-            if files is None:
+            found = response.persisted_output_files
+            if found is None:
                 decided_now += 1
-                files = (written[owner],) if owner in written else ()
-            paths = [os.fspath(path) for path in files]
-            slots = cut[cuts.bounds[group] : cuts.bounds[group + 1]]
-            parts, new_state, saved = _refit(response, slots, cuts, owner, paths, cut_output)
-            finalized[owner] = replace_finalized(response, parts, new_state, files)
-        after -= saved
+                found = (written[owner],) if owner in written else ()
+            slots = cut[bounds[group] : bounds[group + 1]]
+            parts, new_state, saved = _refit(
+                response, slots, cuts, owner, [os.fspath(path) for path in found], cutter.cut
+            )
+            finalized[owner] = replace_finalized(response, parts, new_state, found)
+            after -= saved
     return finalized, fitted_hooks, after, decided_now
 
 

@@ -276,7 +276,8 @@ class BatchSlots:
         ends: per response, one past the index of its last slot.
         outputs: per response, its function response when the response is one function
             response holding only a string ``output`` (most are; that string is its one
-            slot), else ``None``.
+            slot) and has no ``finalize_state`` (so a cut starts from that whole string),
+            else ``None``.
         media: some response holds a media part (inline or a file reference) to check.
         one_each: every response has exactly one slot (slot i is response i's).
     """
@@ -314,7 +315,7 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
                 texts.append(output)
                 places.append(FIRST_OUTPUT)
                 ends.append(len(texts))
-                outputs.append(function_response)
+                outputs.append(function_response if response.finalize_state is None else None)
                 continue
         elif not media:
             media = any(type(part) in _MEDIA_PARTS for part in parts)
