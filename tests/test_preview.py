@@ -105,3 +105,23 @@ def test_a_text_cutter_writes_exactly_what_cut_text_writes(
                 continue
             preview, head, tail = cut_text(variant, room, paths)
             assert cutter.cut(variant, room, paths) == (preview, len(head), len(tail))
+
+
+@given(
+    texts=st.lists(strategies.texts(), min_size=1, max_size=6),
+    limits=st.lists(st.integers(-2, 2_000), min_size=6, max_size=6),
+    paths=st.sampled_from([None, ["/artifacts/a.txt"], ["/x/" + "long/" * 40, "/b.txt"]]),
+)
+def test_a_text_cutter_cuts_a_batch_as_cut_text_cuts_each(
+    texts: list[str], limits: list[int], paths: list[str] | None
+) -> None:
+    """cut_all over a batch (shared rooms and lengths, with or without paths) gives each
+    text the preview cut_text gives it, in pick order, with the sizes of its ends."""
+    batch = [variant for text in texts for variant in (text, text[::-1], "\udc00" + text[1:])]
+    rooms = [limits[i % len(limits)] for i in range(len(batch))]
+    picks = [i for i in reversed(range(len(batch))) if len(batch[i]) > rooms[i]]
+    names = None if paths is None else [paths] * len(picks)
+    previews, heads, tails = TextCutter().cut_all(batch, rooms, picks, names)
+    for i, preview, head_size, tail_size in zip(picks, previews, heads, tails, strict=True):
+        expected, head, tail = cut_text(batch[i], rooms[i], paths or ())
+        assert (preview, head_size, tail_size) == (expected, len(head), len(tail))

@@ -223,10 +223,11 @@ class TextCutter:
     every preview is exactly the one :func:`cut_text` writes.
     """
 
-    __slots__ = ("_layouts",)
+    __slots__ = ("_rooms",)
 
     def __init__(self) -> None:
-        self._layouts: dict[tuple[int, int], _Layout] = {}
+        self._rooms: dict[int, dict[int, _Layout]] = {}
+        """The layouts worked out so far, by room, then by length."""
 
     def cut(self, text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, int, int]:
         """``cut_text(text, limit, paths)``'s preview, with the sizes of its head and tail.
@@ -243,10 +244,10 @@ class TextCutter:
             room = limit - _HEADER_CHARS - _SEPARATOR_CHARS
             prefix = _PLAIN_PREFIX
         length = len(text)
-        key = (length, room)
-        layout = self._layouts.get(key)
+        by_length = self._rooms.setdefault(room, {})
+        layout = by_length.get(length)
         if layout is None:
-            layout = self._layouts[key] = _layout(length, room)
+            layout = by_length[length] = _layout(length, room)
         head_size, start, marker = layout
         if (
             start
@@ -279,18 +280,21 @@ class TextCutter:
                 heads.append(head_size)
                 tails.append(tail_size)
             return previews, heads, tails
-        # The usual batch (no artifact paths): the one header, each layout looked up here.
-        layouts = self._layouts
+        # The usual batch (no artifact paths): the one header, each layout looked up here,
+        # by length among those of the room the last slot had (most slots share a room).
         previews, heads, tails = [], [], []
         add_preview, add_head, add_tail = previews.append, heads.append, tails.append
+        room = -1
+        by_length: dict[int, _Layout] = {}
         for index in picks:
             text = texts[index]
-            room = limits[index] - _PLAIN_CHARS
             length = len(text)
-            key = (length, room)
-            layout = layouts.get(key)
+            if limits[index] - _PLAIN_CHARS != room:
+                room = limits[index] - _PLAIN_CHARS
+                by_length = self._rooms.setdefault(room, {})
+            layout = by_length.get(length)
             if layout is None:
-                layout = layouts[key] = _layout(length, room)
+                layout = by_length[length] = _layout(length, room)
             head_size, start, marker = layout
             if (
                 start

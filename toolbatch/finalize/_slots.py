@@ -297,9 +297,11 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
     is read directly; any other goes through :func:`measure_slots`, which states the rule.
     """
     texts: list[str] = []
-    places: list[Place] = []
-    ends: list[int] = []
     outputs: list[FunctionResponse | None] = []
+    # While every response so far is one plain output (one slot each, at FIRST_OUTPUT), the
+    # places and ends are implied: they are written out when the first other one comes.
+    places: list[Place] | None = None
+    ends: list[int] | None = None
     media = False
     one_each = True
     for response in responses:
@@ -313,12 +315,16 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
                 and (response.name not in lifecycle or response.status != "success")
             ):
                 texts.append(output)
-                places.append(FIRST_OUTPUT)
-                ends.append(len(texts))
                 outputs.append(function_response if response.finalize_state is None else None)
+                if ends is not None:
+                    places.append(FIRST_OUTPUT)  # type: ignore[union-attr]
+                    ends.append(len(texts))
                 continue
         elif not media:
             media = any(type(part) in _MEDIA_PARTS for part in parts)
+        if places is None or ends is None:
+            places, ends = _plain_outputs(len(texts))
+        before = len(texts)
         measure_slots(
             parts,
             texts,
@@ -328,11 +334,18 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
             tool=response.name,
             success=response.status == "success",
         )
-        if len(texts) != len(ends) + 1:
+        if len(texts) != before + 1:
             one_each = False
         ends.append(len(texts))
         outputs.append(None)
+    if places is None or ends is None:
+        places, ends = _plain_outputs(len(texts))
     return BatchSlots(texts, places, ends, outputs, media, one_each)
+
+
+def _plain_outputs(count: int) -> tuple[list[Place], list[int]]:
+    """The places and ends of ``count`` responses of one plain output each."""
+    return [FIRST_OUTPUT] * count, list(range(1, count + 1))
 
 
 def collect_slots(
