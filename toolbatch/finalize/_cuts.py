@@ -38,6 +38,7 @@ from toolbatch.telemetry import note_cuts
 
 log = structlog.get_logger("toolbatch.finalize")
 
+_new: Final = object.__new__
 HOOK_TEXT_PLACE: Final[Place] = (0, "text", False)
 """A hook text's one slot: the text of its one part."""
 PERSISTED_SLOT_SEPARATOR: Final = "\n\n"
@@ -203,7 +204,13 @@ def _rebuild(
     for owner, index, response, found, preview, head_size, tail_size in zip(
         usual, picks, responses, files, previews, heads, tails, strict=True
     ):
-        state = OutputCut(preview, head_size, tail_size, lengths[index])
+        # OutputCut(preview, head_size, tail_size, length) with its fields set directly: no
+        # __init__ call per cut response (about 1 ms per 10,000).
+        state = _new(OutputCut)
+        state.text = preview
+        state.head_size = head_size
+        state.tail_size = tail_size
+        state.length = lengths[index]
         finalized[owner] = replace_output(response, outputs[owner], preview, state, found)
     fitted_hooks = list(hooks)
     if len(usual) == len(owners):
