@@ -296,10 +296,12 @@ class TextCutter:
             if layout is None:
                 layout = by_length[length] = _layout(length, room)
             head_size, start, marker = layout
-            if (
-                start
-                and not _LOW <= text[start] <= _LOW_END
-                and not (head_size and _LOW <= text[head_size] <= _LOW_END)
+            if start and (
+                text.isascii()  # no surrogates to check (the usual tool output; O(1))
+                or (
+                    not _LOW <= text[start] <= _LOW_END
+                    and not (head_size and _LOW <= text[head_size] <= _LOW_END)
+                )
             ):
                 add_preview(f"{_PLAIN_PREFIX}{text[:head_size]}{marker}{text[start:]}")
                 add_head(head_size)
