@@ -12,7 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from operator import gt
+from operator import attrgetter, gt
 from pathlib import Path
 from typing import Final, cast
 
@@ -39,6 +39,7 @@ from toolbatch.telemetry import note_cuts
 log = structlog.get_logger("toolbatch.finalize")
 
 _new: Final = object.__new__
+_FILES_OF: Final = attrgetter("persisted_output_files")
 HOOK_TEXT_PLACE: Final[Place] = (0, "text", False)
 """A hook text's one slot: the text of its one part."""
 PERSISTED_SLOT_SEPARATOR: Final = "\n\n"
@@ -185,7 +186,7 @@ def _rebuild(
     # Each one's slot (its only one): with one slot per response, the owner's own index.
     picks = usual if owners is cuts.cut else [cuts.slots.ends[owner] - 1 for owner in usual]
     responses = list(map(same.__getitem__, usual))
-    known = [response.persisted_output_files for response in responses]
+    known = list(map(_FILES_OF, responses))
     decided_now = known.count(None)
     files: list[tuple[Path, ...]]
     if not decided_now:  # every one decided already
@@ -200,9 +201,18 @@ def _rebuild(
     paths = [[os.fspath(path) for path in found] for found in files] if any(files) else None
     cutter = TextCutter()  # the batch's cut slots share a few layouts
     previews, heads, tails = cutter.cut_all(texts, allocation, picks, paths)
-    after = cuts.before - sum(map(lengths.__getitem__, picks)) + sum(map(len, previews))
-    for owner, index, response, found, preview, head_size, tail_size in zip(
-        usual, picks, responses, files, previews, heads, tails, strict=True
+    sources = list(map(lengths.__getitem__, picks))
+    after = cuts.before - sum(sources) + sum(map(len, previews))
+    for owner, response, function_response, length, found, preview, head_size, tail_size in zip(
+        usual,
+        responses,
+        map(outputs.__getitem__, usual),
+        sources,
+        files,
+        previews,
+        heads,
+        tails,
+        strict=True,
     ):
         # OutputCut(preview, head_size, tail_size, length) with its fields set directly: no
         # __init__ call per cut response (about 1 ms per 10,000).
@@ -210,8 +220,8 @@ def _rebuild(
         state.text = preview
         state.head_size = head_size
         state.tail_size = tail_size
-        state.length = lengths[index]
-        finalized[owner] = replace_output(response, outputs[owner], preview, state, found)
+        state.length = length
+        finalized[owner] = replace_output(response, function_response, preview, state, found)
     fitted_hooks = list(hooks)
     if len(usual) == len(owners):
         return finalized, fitted_hooks, after, decided_now
