@@ -316,8 +316,8 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
             ):
                 texts.append(output)
                 outputs.append(function_response if response.finalize_state is None else None)
-                if ends is not None:
-                    places.append(FIRST_OUTPUT)  # type: ignore[union-attr]
+                if places is not None and ends is not None:
+                    places.append(FIRST_OUTPUT)
                     ends.append(len(texts))
                 continue
         elif not media:
