@@ -513,24 +513,22 @@ def _bench_cut_slots(quick: bool) -> list[Row]:
     ]
     repeats = 2 if quick else 5
 
-    clock = time.perf_counter
-
-    def ours() -> float:
+    def ours(clock: Callable[[], float] = time.perf_counter) -> float:
         return _time_finalize_with(batch, budget, clock)
 
-    def plain() -> float:
+    def plain(clock: Callable[[], float] = time.perf_counter) -> float:
         started = clock()
         fitted = _plain_waterfill_and_fit(texts, budget)
         elapsed = clock() - started
         assert sum(map(len, fitted)) <= budget
         return elapsed
 
-    def measure() -> tuple[float, float]:
+    def measure(clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
         ours_runs: list[float] = []
         plain_runs: list[float] = []
         for _ in range(repeats):  # interleaved, so load drift falls on both alike
-            ours_runs.append(ours())
-            plain_runs.append(plain())
+            ours_runs.append(ours(clock))
+            plain_runs.append(plain(clock))
         return statistics.median(ours_runs), statistics.median(plain_runs)
 
     gc.collect()
@@ -542,8 +540,7 @@ def _bench_cut_slots(quick: bool) -> list[Row]:
         gc.enable()
     # The same, GC on, timed by the thread's CPU clock: on a loaded machine the wall clock
     # also counts the time other processes ran, which swings the ratio from run to run.
-    clock = time.thread_time
-    ours_cpu, plain_cpu = measure()
+    ours_cpu, plain_cpu = measure(time.thread_time)
     # What any finalizer returning new responses pays at least: the three trusted copies
     # of each cut response (response, part, function response) with its preview already
     # made, no measuring, fitting or state; GC on but paused over the copies as the
