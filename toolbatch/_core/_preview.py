@@ -203,10 +203,10 @@ def cut_text(text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, str
     return (header + PREVIEW_SEPARATOR + head if head else header), head, ""
 
 
-_Layout: TypeAlias = tuple[int, int, str]
+_Layout: TypeAlias = tuple[int, int, int, str]
 """Where a cut of a text of some length into some room falls: the head's size, where the
-tail starts and the omission marker between them."""
-_IRREGULAR: Final = (0, 0, "")
+tail starts, the tail's size and the omission marker between head and tail."""
+_IRREGULAR: Final = (0, 0, 0, "")
 """The layout memo's entry for a cut that keeps no tail (left to :func:`cut_text`)."""
 _PLAIN_PREFIX: Final = TRUNCATION_HEADER + PREVIEW_SEPARATOR
 _PLAIN_CHARS: Final = len(_PLAIN_PREFIX)
@@ -248,13 +248,13 @@ class TextCutter:
         layout = by_length.get(length)
         if layout is None:
             layout = by_length[length] = _layout(length, room)
-        head_size, start, marker = layout
+        head_size, start, tail_size, marker = layout
         if (
             start
             and not _LOW <= text[start] <= _LOW_END
             and not (head_size and _LOW <= text[head_size] <= _LOW_END)
         ):
-            return f"{prefix}{text[:head_size]}{marker}{text[start:]}", head_size, length - start
+            return f"{prefix}{text[:head_size]}{marker}{text[start:]}", head_size, tail_size
         preview, head, tail = cut_text(text, limit, paths)
         return preview, len(head), len(tail)
 
@@ -284,18 +284,18 @@ class TextCutter:
         # by length among those of the room the last slot had (most slots share a room).
         previews, heads, tails = [], [], []
         add_preview, add_head, add_tail = previews.append, heads.append, tails.append
-        room = -1
+        limit = -1  # none seen yet (a slot limited to -1 still gets cut_text's cut)
         by_length: dict[int, _Layout] = {}
         for index in picks:
             text = texts[index]
             length = len(text)
-            if limits[index] - _PLAIN_CHARS != room:
-                room = limits[index] - _PLAIN_CHARS
-                by_length = self._rooms.setdefault(room, {})
+            if limits[index] != limit:
+                limit = limits[index]
+                by_length = self._rooms.setdefault(limit - _PLAIN_CHARS, {})
             layout = by_length.get(length)
             if layout is None:
-                layout = by_length[length] = _layout(length, room)
-            head_size, start, marker = layout
+                layout = by_length[length] = _layout(length, limit - _PLAIN_CHARS)
+            head_size, start, tail_size, marker = layout
             if start and (
                 text.isascii()  # no surrogates to check (the usual tool output; O(1))
                 or (
@@ -305,9 +305,9 @@ class TextCutter:
             ):
                 add_preview(f"{_PLAIN_PREFIX}{text[:head_size]}{marker}{text[start:]}")
                 add_head(head_size)
-                add_tail(length - start)
+                add_tail(tail_size)
             else:
-                preview, head, tail = cut_text(text, limits[index])
+                preview, head, tail = cut_text(text, limit)
                 add_preview(preview)
                 add_head(len(head))
                 add_tail(len(tail))
@@ -325,7 +325,7 @@ def _layout(length: int, room: int) -> _Layout:
     start = length - (content - head_size)
     if not head_size < start < length:  # a text that fits its room: cut_text's business
         return _IRREGULAR
-    return head_size, start, omission_marker(start - head_size)
+    return head_size, start, length - start, omission_marker(start - head_size)
 
 
 def cut_ends(preview: str, head_size: int, tail_size: int, length: int) -> tuple[str, str]:
