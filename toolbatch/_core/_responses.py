@@ -427,8 +427,27 @@ def replace_output(
     are set as in :func:`replace_finalized`. The finalizer's usual cut, one per cut
     response: the three values in one call, for values it made.
     """
-    part = _new_function_part(function_response.id, function_response.name, {"output": output})
-    return replace_finalized(response, [part], finalize_state, persisted_output_files)
+    # _new_function_part and replace_finalized, inline: one call per cut response.
+    body = _new(FunctionResponse)
+    _set_body_id(body, function_response.id)
+    _set_body_name(body, function_response.name)
+    _set_body_response(body, {"output": output})
+    part = _new(FunctionResponsePart)
+    _set_part_body(part, body)
+    new = _new(ToolCallResponse)
+    _set_call_id(new, response.call_id)
+    _set_name(new, response.name)
+    _set_parts(new, [part])
+    _set_display(new, response.display)
+    _set_error(new, response.error)
+    _set_error_type(new, response.error_type)
+    _set_status(new, response.status)
+    _set_files(new, persisted_output_files)
+    _set_state(new, finalize_state)
+    _set_call_args(new, response.call_args)
+    _set_hook_notes(new, response.hook_notes)
+    _set_hook_stop(new, response.hook_stop)
+    return new
 
 
 def function_response_part(
