@@ -447,6 +447,7 @@ def replace_output(
     _set_call_args(new, response.call_args)
     _set_hook_notes(new, response.hook_notes)
     _set_hook_stop(new, response.hook_stop)
+    _set_returncode(new, response.returncode)
     return new
 
 
