@@ -284,12 +284,10 @@ def _headless_texts(order: list[CallSpec], turn: Turn, budget: int | None) -> li
         adapter.init("chaos", ["run_shell_command"], model="chaos")
         for spec, response in zip(order, turn.responses, strict=False):
             args = spec.raw.get("args") if isinstance(spec.raw, dict) else None
-            call = ToolCall.model_construct(
+            call = ToolCall(
                 id=response.call_id,
                 name=response.name,
                 args=args if isinstance(args, dict) else {},
-                ordinal=None,
-                prompt_id=None,
             )
             adapter.tool_use(call)
             adapter.tool_result(call, response)

@@ -3,8 +3,8 @@
 Run it: ``python examples/pydantic_ai_toolset.py``
 
 pydantic-ai's ``FunctionModel`` asks for three shell commands in one response; the agent
-runs them through ``ToolbatchToolset``, and its history processor bounds the three returns
-together to 6,000 characters before the next request, which is printed as the model got it.
+runs them through ``ToolbatchToolset`` as one batch, which bounds the three returns together
+to 6,000 characters before the next request, printed as the model got it.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as artifacts:
         config = toolbatch.SchedulerConfig(batch_budget=6_000, artifacts_dir=artifacts)
         ts = ToolbatchToolset(config)
-        agent = Agent(FunctionModel(model), toolsets=[ts], capabilities=[ts.capability])
+        agent = Agent(FunctionModel(model), toolsets=[ts])
         result = await agent.run("Look around.")
         print(f"model: {result.output}")
 

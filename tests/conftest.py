@@ -42,6 +42,8 @@ FAST_TIER = (
     "test_wire.py",
     "test_json_limits.py",
     "test_layers.py",
+    "test_no_pydantic_internals.py",
+    "test_calls.py",
     "test_public_api.py",
     "test_descriptor_io.py",
 )

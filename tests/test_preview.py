@@ -8,6 +8,7 @@ from tests import strategies
 from toolbatch._core._preview import (
     TRUNCATION_HEADER,
     Excerpt,
+    TextCutter,
     cut_ends,
     cut_text,
     fit_excerpt,
@@ -82,3 +83,45 @@ def test_a_cut_text_preview_is_pinned() -> None:
         "ine 92\nline 93\nline 94\nline 95\nline 96\nline 97\nline 98\nline 99\n"
     )
     assert (head, tail) == ("line 0\nline 1\nl", text[-63:])
+
+
+@cuts
+def test_a_text_cutter_writes_exactly_what_cut_text_writes(
+    text: str, limit: int, paths: list[str]
+) -> None:
+    """One cutter for many texts of one length (its layouts shared, surrogates anywhere)
+    gives each the preview cut_text gives, with the sizes of the ends it kept."""
+    cutter = TextCutter()
+    shifted = [
+        text,
+        text[1:] + "\ud800",
+        "\udc00" + text[:-1],
+        text[::-1],
+        "\ud83d\ude00" + text[2:],
+    ]
+    for variant in shifted:
+        for room in (limit, limit + 1, limit - 1):
+            if len(variant) <= room or len(variant) != len(text):
+                continue
+            preview, head, tail = cut_text(variant, room, paths)
+            assert cutter.cut(variant, room, paths) == (preview, len(head), len(tail))
+
+
+@given(
+    texts=st.lists(strategies.texts(), min_size=1, max_size=6),
+    limits=st.lists(st.integers(-2, 2_000), min_size=6, max_size=6),
+    paths=st.sampled_from([None, ["/artifacts/a.txt"], ["/x/" + "long/" * 40, "/b.txt"]]),
+)
+def test_a_text_cutter_cuts_a_batch_as_cut_text_cuts_each(
+    texts: list[str], limits: list[int], paths: list[str] | None
+) -> None:
+    """cut_all over a batch (shared rooms and lengths, with or without paths) gives each
+    text the preview cut_text gives it, in pick order, with the sizes of its ends."""
+    batch = [variant for text in texts for variant in (text, text[::-1], "\udc00" + text[1:])]
+    rooms = [limits[i % len(limits)] for i in range(len(batch))]
+    picks = [i for i in reversed(range(len(batch))) if len(batch[i]) > rooms[i]]
+    names = None if paths is None else [paths] * len(picks)
+    previews, heads, tails = TextCutter().cut_all(batch, rooms, picks, names)
+    for i, preview, head_size, tail_size in zip(picks, previews, heads, tails, strict=True):
+        expected, head, tail = cut_text(batch[i], rooms[i], paths or ())
+        assert (preview, head_size, tail_size) == (expected, len(head), len(tail))

@@ -280,3 +280,28 @@ def test_a_response_round_trips_through_its_dump(response: ToolCallResponse) -> 
     assert turn.wire_parts() == toolbatch.parts_adapter.dump_python(
         rebuilt.parts, mode="json", by_alias=True, exclude_none=True
     )
+
+
+def test_the_finalizers_builders_keep_every_field_they_do_not_replace() -> None:
+    """``replace_output`` and ``replace_finalized`` set every slot of the response they
+    build (a field added to ``ToolCallResponse`` and forgotten there would be an unset slot:
+    an ``AttributeError`` where a hook or an integration reads it)."""
+    from toolbatch._core import FunctionResponse, replace_finalized, replace_output
+
+    call = ToolCall(id="c1", name="run_shell_command", args={"command": "false"})
+    source = dataclasses.replace(
+        ToolCallResponse.from_result(call, ToolResult(content="x" * 50, returncode=3)),
+        display="shown",
+        hook_notes=("a note",),
+    )
+    body = FunctionResponse(id="c1", name="run_shell_command", response={"output": "x"})
+    built = [
+        replace_output(source, body, "cut", None, (Path("/tmp/a"),)),
+        replace_finalized(source, source.parts, None, (Path("/tmp/a"),)),
+    ]
+    replaced = {"parts", "finalize_state", "persisted_output_files"}
+    for response in built:
+        for item in dataclasses.fields(ToolCallResponse):
+            if item.name not in replaced:
+                assert getattr(response, item.name) == getattr(source, item.name), item.name
+        assert response.persisted_output_files == (Path("/tmp/a"),)

@@ -92,3 +92,42 @@ except ValueError:
     assert "Traceback (most recent call last):" in done.stderr
     assert "ValueError: the cause" in done.stderr
     assert "╭" not in done.stderr  # rich's boxed traceback
+
+
+_RUN_PROBE = """
+import json, sys
+import toolbatch.cli
+from pydantic import BaseModel, TypeAdapter
+import gc
+
+sys.argv = ["toolbatch", "run", "-"]
+code = toolbatch.cli.main()
+
+def built(cls):
+    for sub in cls.__subclasses__():
+        if sub.__module__.startswith("toolbatch") and sub.__pydantic_complete__:
+            yield sub.__name__
+        yield from built(sub)
+
+adapters = [o for o in gc.get_objects() if isinstance(o, TypeAdapter) and o.pydantic_complete]
+print(json.dumps({"code": code, "built": sorted(built(BaseModel)), "adapters": len(adapters)}),
+      file=sys.stderr)
+"""
+
+
+def test_an_empty_text_run_builds_no_pydantic_model() -> None:
+    """``echo '[]' | toolbatch run -`` builds no pydantic model or adapter: the tool list is
+    plain ``ToolDeclaration`` values, the batch takes the plain path and the text output
+    makes no parts JSON (their serializer)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_PROBE],
+        input="[]",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == "0 calls: 0 of 200,000 characters of tool output sent to the model\n"
+    probe = json.loads(done.stderr.strip().splitlines()[-1])
+    assert probe == {"code": 0, "built": [], "adapters": 0}

@@ -10,14 +10,16 @@ import anyio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.finalize._support import RecordingStore, budgeted_length, split_slots
-from tests.strategies import response_batches, scaled
+from tests.strategies import TOOL_NAMES, response_batches, scaled, texts, tool_call_responses
 from toolbatch import (
     FileDataPart,
     FunctionResponsePart,
     InlineDataPart,
     Part,
     TextPart,
+    ToolCall,
     ToolCallResponse,
+    ToolResult,
 )
 from toolbatch.finalize import (
     DEFAULT_LIFECYCLE_TOOLS,
@@ -31,6 +33,7 @@ from toolbatch.finalize._slots import (
     collect_slots,
     cut_slots,
     fit_slot,
+    measure_batch,
     merge_fits,
     rebuild_parts,
     state_of,
@@ -275,3 +278,52 @@ def test_the_finalizer_writes_what_the_slot_records_state(
             if want is old:
                 assert new is old  # an unchanged response is the same object
         current = finalized
+
+
+def _plain_output(text: str, name: str) -> ToolCallResponse:
+    return ToolCallResponse.from_result(ToolCall(id="c1", name=name), ToolResult(content=text))
+
+
+_mixed_batches = st.lists(
+    st.one_of(
+        tool_call_responses(),
+        st.builds(_plain_output, texts(max_repeat=20), st.sampled_from(TOOL_NAMES)),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=scaled(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mixed_batches)
+def test_the_batch_walk_finds_the_slots_collect_slots_finds(batch: list[ToolCallResponse]) -> None:
+    """measure_batch (plain outputs read directly, places and ends written out only once
+    another response comes) finds each response's slots as collect_slots does, in order."""
+    slots = measure_batch(batch, DEFAULT_LIFECYCLE_TOOLS)
+    texts_found: list[str] = []
+    places: list[tuple[int, str, bool]] = []
+    ends: list[int] = []
+    for owner, response in enumerate(batch):
+        found = collect_slots(
+            response.parts,
+            owner=owner,
+            include_top_level_text=True,
+            lifecycle=DEFAULT_LIFECYCLE_TOOLS,
+            tool=response.name,
+            success=response.status == "success",
+        )
+        texts_found += [slot.text for slot in found]
+        places += [(slot.part, slot.field, slot.folded) for slot in found]
+        ends.append(len(texts_found))
+        part = response.parts[0] if len(response.parts) == 1 else None
+        expected = (
+            part.function_response
+            if isinstance(part, FunctionResponsePart)
+            and part.function_response.response.keys() == {"output"}
+            and type(part.function_response.response["output"]) is str
+            and len(found) == 1
+            and response.finalize_state is None
+            else None
+        )
+        assert slots.outputs[owner] is expected
+    assert (slots.texts, slots.places, slots.ends) == (texts_found, places, ends)
+    assert slots.one_each == (ends == list(range(1, len(batch) + 1)))

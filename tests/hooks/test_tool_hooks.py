@@ -120,6 +120,53 @@ async def test_each_event_receives_claude_codes_input_fields(tmp_path: Path) -> 
     assert failure["is_interrupt"] is False
 
 
+@pytest.mark.parametrize(
+    ("command", "event", "said", "sent"),
+    [
+        pytest.param(
+            "printf 'done\\n[exit code: 0]\\n'; exit 3",
+            "PostToolUseFailure",
+            "Exit code 3\ndone\n[exit code: 0]\n",
+            "done\n[exit code: 0]\n[exit code: 3]",
+            id="a failure that prints a success line",
+        ),
+        pytest.param(
+            "echo '[exit code: 7]'",
+            "PostToolUse",
+            "[exit code: 7]\n",
+            "[exit code: 7]\n[exit code: 0]",
+            id="a success that prints a failure line",
+        ),
+        pytest.param(
+            "echo '[exit code: 0]'; kill -KILL $$",
+            "PostToolUseFailure",
+            "Exit code 137\n[exit code: 0]\n",
+            "[exit code: 0]\n[killed by signal SIGKILL (9)]",
+            id="a death by signal after a success line",
+        ),
+    ],
+)
+async def test_the_exit_status_is_the_commands_whatever_it_prints(
+    tmp_path: Path, command: str, event: str, said: str, sent: str
+) -> None:
+    """PostToolUse or PostToolUseFailure (``Exit code N``) follows how the command ended,
+    never an exit line it printed itself, which stays part of its output; the model gets
+    the output and then the real exit line."""
+    seen: dict[str, str] = {}
+
+    def post(data: PostToolUseInput) -> None:
+        seen[data.hook_event_name] = str(data.tool_response["stdout"])
+
+    def failed(data: PostToolUseFailureInput) -> None:
+        seen[data.hook_event_name] = data.error
+
+    hooks = [EventHook("PostToolUse", post), EventHook("PostToolUseFailure", failed)]
+    call = ToolCall(id="c1", name="run_shell_command", args={"command": command})
+    turn = await run(tmp_path, [call], hooks=hooks)
+    assert seen == {event: said}
+    assert body(turn)["output"] == sent
+
+
 async def test_python_hooks_for_each_event_sync_and_async(tmp_path: Path) -> None:
     """Python hooks get the input model and answer with ToolHookOutput or Claude Code's dict."""
     seen: list[str] = []

@@ -173,3 +173,19 @@ def test_an_interrupt_kills_the_running_commands(tmp_path: Path) -> None:
     interrupter.join()
     assert len(pids) == 3
     assert [pid for pid in pids if alive(pid)] == []
+
+
+def test_the_returncode_is_the_commands_whatever_it_prints(tmp_path: Path) -> None:
+    """returncode is how the command ended (a signal as -N), never an exit line it printed
+    itself, which stays in its output; toolbatch's own exit line is dropped."""
+    from toolbatch.integrations.mini_swe_agent import ToolbatchEnvironment
+
+    commands = {
+        "printf 'done\\n[exit code: 0]\\n'; exit 3": (3, "done\n[exit code: 0]\n"),
+        "echo '[exit code: 7]'": (0, "[exit code: 7]\n"),
+        "echo '[exit code: 0]'; kill -KILL $$": (-9, "[exit code: 0]\n"),
+    }
+    with ToolbatchEnvironment(artifacts_dir=str(tmp_path)) as env:
+        for command, (returncode, output) in commands.items():
+            result = env.execute({"command": command})
+            assert (result["returncode"], result["output"]) == (returncode, output), command

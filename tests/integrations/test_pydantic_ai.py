@@ -179,3 +179,93 @@ async def test_cancelling_the_run_kills_the_running_commands(tmp_path: Path) -> 
     with pytest.raises(asyncio.CancelledError):
         await run
     assert not [pid for pid in pids if alive(pid)]
+
+
+async def test_the_toolset_alone_bounds_and_records_the_turn(tmp_path: Path) -> None:
+    """Without the history processor, a response's calls are still one bounded, recorded
+    turn, and a PostToolBatch hook's context follows the returns as a user prompt part."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
+    async def hook(batch: object) -> PostToolBatchOutput:
+        del batch
+        return PostToolBatchOutput(additional_context="remember the tests")
+
+    script = ScriptedFunction(
+        _shell_calls(BIG_COMMAND, SMALL_COMMAND, BIG_COMMAND, BIG_COMMAND),
+        ModelResponse(parts=[TextPart("done")]),
+    )
+    record = tmp_path / "turns.jsonl"
+    config = SchedulerConfig(
+        batch_budget=BUDGET,
+        artifacts_dir=tmp_path / "art",
+        hooks=[hook],
+        recorder=JsonlRecorder(record),
+    )
+    ts = ToolbatchToolset(config)
+    assert (await Agent(FunctionModel(script), toolsets=[ts]).run("go")).output == "done"
+    last = script.requests[1][-1]
+    assert isinstance(last, ModelRequest)
+    assert [type(part).__name__ for part in last.parts] == ["ToolReturnPart"] * 4 + [
+        "UserPromptPart"
+    ]
+    assert isinstance(last.parts[-1], UserPromptPart)
+    assert "remember the tests" in str(last.parts[-1].content)
+    returns = _returns(script.requests[1])
+    assert [part.tool_call_id for part in returns] == ["c0", "c1", "c2", "c3"]
+    texts = [str(part.content) for part in returns]
+    assert len(check_bounded(texts)) == 3
+    [turn] = load_session(record)
+    assert [response.call_id for response in turn.responses] == ["c0", "c1", "c2", "c3"]
+
+
+@pytest.mark.parametrize(
+    "processed",
+    [
+        pytest.param(True, id="with the history processor: one turn"),
+        pytest.param(False, id="without it: a turn per call"),
+    ],
+)
+async def test_calls_run_one_at_a_time_reach_the_model_as_recorded(
+    tmp_path: Path, processed: bool
+) -> None:
+    """Calls pydantic-ai runs one at a time are bounded (the history processor completes them
+    together and cuts them, each cut naming its file), and what is recorded is what is sent."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from toolbatch.integrations._turns import turn_texts
+    from toolbatch.integrations.pydantic_ai import ToolbatchToolset
+
+    script = ScriptedFunction(
+        _shell_calls(BIG_COMMAND, BIG_COMMAND, SMALL_COMMAND),
+        ModelResponse(parts=[TextPart("done")]),
+    )
+    record = tmp_path / "turns.jsonl"
+    ts = ToolbatchToolset(
+        SchedulerConfig(
+            batch_budget=BUDGET, artifacts_dir=tmp_path / "art", recorder=JsonlRecorder(record)
+        )
+    )
+    agent = Agent(
+        FunctionModel(script), toolsets=[ts], capabilities=[ts.capability] if processed else []
+    )
+    with Agent.parallel_tool_call_execution_mode("sequential"):
+        assert (await agent.run("go")).output == "done"
+    sent = {part.tool_call_id: str(part.content) for part in _returns(script.requests[1])}
+    assert list(sent) == ["c0", "c1", "c2"]
+    turns = load_session(record)
+    assert [len(turn.responses) for turn in turns] == ([3] if processed else [1, 1, 1])
+    recorded = {
+        call_id: text for turn in turns for call_id, text in turn_texts(turn.parts)[0].items()
+    }
+    assert recorded == sent
+    if processed:
+        assert len(check_bounded(list(sent.values()))) == 2
+    else:
+        for text in sent.values():
+            check_bounded([text])

@@ -23,7 +23,7 @@ from toolbatch.producers import (
     ProducerContext,
     ShellProducer,
     open_process_policy,
-    shell_exit,
+    without_exit_line,
 )
 from toolbatch.sandbox import find_bubblewrap
 from toolbatch.sandbox._spawner import Spawner
@@ -116,6 +116,65 @@ async def test_killing_or_stopping_ppid_costs_only_that_commands_status(tmp_path
     assert stopped.content == "still\n[exit code: 3]"
     assert took_s < 8  # resumed within 0.25 s; the margin is for a loaded machine
     assert after.content == "after\n[exit code: 0]"
+
+
+async def test_commands_one_after_another_each_get_only_their_own(tmp_path: Path) -> None:
+    """Supervisors are kept from one command to the next: each command still gets its own
+    cwd, environment and three descriptors, and one that leaves a process behind keeps its
+    supervisor to itself (the next command runs under another)."""
+    directories = [tmp_path / name for name in "abcd"]
+    for directory in directories:
+        directory.mkdir()
+    show = "pwd; echo $WHO; ls /proc/self/fd | tr '\\n' ' '"
+    with open_process_policy(workspace_roots=[tmp_path]) as policy:
+        results = []
+        for index, directory in enumerate(directories):
+            producer = ShellProducer(
+                policy=policy, env={"WHO": str(index), "PATH": os.defpath}, **FAST
+            )
+            call = ToolCall(
+                id="c", name="run_shell_command", args={"command": show, "cwd": str(directory)}
+            )
+            results.append(await producer.run(call, ProducerContext()))
+        kept = await sh(policy, "sleep 30 & echo $PPID", kill_background=False)
+        after = await sh(policy, "echo $PPID")
+    assert [result.content for result in results] == [
+        f"{directory}\n{index}\n0 1 2 3 \n[exit code: 0]"
+        for index, directory in enumerate(directories)
+    ]
+    assert kept.content.split()[0] != after.content.split()[0]
+
+
+# The spawner's other children than this command's supervisor: the one waiting for the next
+# command (forked once this one's supervisor started the shell: wait for it), killed; then wait
+# until it is gone, so the next command meets what it left.
+KILL_WAITING_SUPERVISOR = r"""
+spawner=$(awk '/^PPid/ {print $2}' /proc/$PPID/status)
+while [ -z "$waiting" ]; do
+  for stat in /proc/[0-9]*/stat; do
+    read -r pid _ _ parent _ < "$stat" 2>/dev/null || continue
+    [ "$parent" = "$spawner" ] && [ "$pid" != "$PPID" ] && waiting=$pid
+  done
+  [ -n "$waiting" ] || sleep 0.01
+done
+kill -9 "$waiting"
+while [ -e /proc/$waiting ]; do sleep 0.01; done
+echo killed
+"""
+
+
+async def test_a_supervisor_killed_before_it_reports_is_replaced_at_once(tmp_path: Path) -> None:
+    """A supervisor killed before it said it took a command (here the one waiting for the
+    next command; a command's own, by `kill -9 $PPID` as it starts, is the same case) is
+    replaced at once: the next command runs, instead of failing after ``SPAWN_REPLY_S``."""
+    with open_process_policy(workspace_roots=[tmp_path]) as policy:
+        killer = await sh(policy, KILL_WAITING_SUPERVISOR)
+        started = time.monotonic()
+        after = await sh(policy, "echo after")
+        took_s = time.monotonic() - started
+    assert killer.content == "killed\n[exit code: 0]"
+    assert after.content == "after\n[exit code: 0]"
+    assert took_s < 5  # about 1 ms; the margin is for a loaded machine
 
 
 async def test_killing_the_spawner_breaks_only_its_session_once(tmp_path: Path) -> None:
@@ -220,8 +279,8 @@ def test_concurrent_commands_never_get_each_others_status_or_output(codes: list[
     for index, result in enumerate(anyio.run(main)):
         assert result is not None
         assert isinstance(result.content, str)
-        ended = shell_exit(result.content)
-        assert (ended.output, ended.exit_code) == (f"out-{index}\n", codes[index])
+        assert result.returncode == codes[index]
+        assert without_exit_line(result.content) == f"out-{index}\n"
 
 
 async def test_start_failures_are_told_and_the_session_goes_on(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from tests.cli._support import TOOLBATCH, Service, processes_with, write_mcp_config
-from toolbatch import Registry, SchedulerConfig, ToolCall, ToolScheduler, tool
+from toolbatch import Registry, SchedulerConfig, ToolScheduler, tool
 from toolbatch.cli._runtime import _SchedulerBackend
 from toolbatch.errors import ConfigError
 from toolbatch.producers import ProducerContext
@@ -414,9 +414,9 @@ def test_parse_batch_accepts_a_bare_list_and_resolves_the_budget() -> None:
 )
 def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str, Any]) -> None:
     """The fast path builds calls equal to the validated ones: dumped, copied, pickled alike."""
-    from toolbatch.service._protocol import _plain_batch
+    from toolbatch.service import plain_batch
 
-    plain = _plain_batch(params)
+    plain = plain_batch(params)
     assert plain is not None
     calls, budget = plain
     batch = parse_batch(params)
@@ -424,7 +424,6 @@ def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str,
     validated = batch.tool_calls()
     assert calls == validated
     assert [call.model_dump_json() for call in calls] == [c.model_dump_json() for c in validated]
-    assert all(call.model_fields_set == set(ToolCall.model_fields) for call in calls)
     assert [repr(call) for call in calls] == [repr(call) for call in validated]
     assert pickle.loads(pickle.dumps(calls)) == validated
     assert [call.model_copy(update={"ordinal": 9}).ordinal for call in calls] == [9] * len(calls)
@@ -444,9 +443,9 @@ def test_plainly_shaped_params_make_the_calls_validation_makes(params: dict[str,
 )
 def test_params_of_any_other_shape_take_the_validating_path(params: dict[str, Any]) -> None:
     """Anything the fast path is not sure of goes to parse_batch, which names the problem."""
-    from toolbatch.service._protocol import _plain_batch
+    from toolbatch.service import plain_batch
 
-    assert _plain_batch(params) is None
+    assert plain_batch(params) is None
     with pytest.raises(ConfigError):
         parse_batch(params)
 

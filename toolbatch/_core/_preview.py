@@ -20,7 +20,7 @@ longer than its limit, never splits a code point and never separates a surrogate
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
@@ -33,6 +33,7 @@ __all__ = [
     "TRUNCATION_HEADER",
     "Excerpt",
     "Preview",
+    "TextCutter",
     "Unit",
     "cut_ends",
     "cut_text",
@@ -200,6 +201,131 @@ def cut_text(text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, str
             return preview, head, tail
     head = safe_prefix(text, room)
     return (header + PREVIEW_SEPARATOR + head if head else header), head, ""
+
+
+_Layout: TypeAlias = tuple[int, int, int, str]
+"""Where a cut of a text of some length into some room falls: the head's size, where the
+tail starts, the tail's size and the omission marker between head and tail."""
+_IRREGULAR: Final = (0, 0, 0, "")
+"""The layout memo's entry for a cut that keeps no tail (left to :func:`cut_text`)."""
+_PLAIN_PREFIX: Final = TRUNCATION_HEADER + PREVIEW_SEPARATOR
+_PLAIN_CHARS: Final = len(_PLAIN_PREFIX)
+
+
+class TextCutter:
+    """:func:`cut_text` for many texts at once (one batch), with each layout worked out once.
+
+    A batch's cut slots share a few limits (the water-fill gives every cut slot the same
+    share, or one more) and often a few lengths, so where the head ends, where the tail
+    starts and the omission marker depend on the (length, room) pair alone; the cutter
+    keeps them and makes each preview with two slices and one concatenation. A cut that
+    would land on a surrogate pair, or keeps no tail, is left to :func:`cut_text`, so
+    every preview is exactly the one :func:`cut_text` writes.
+    """
+
+    __slots__ = ("_rooms",)
+
+    def __init__(self) -> None:
+        self._rooms: dict[int, dict[int, _Layout]] = {}
+        """The layouts worked out so far, by room, then by length."""
+
+    def cut(self, text: str, limit: int, paths: Sequence[str] = ()) -> tuple[str, int, int]:
+        """``cut_text(text, limit, paths)``'s preview, with the sizes of its head and tail.
+
+        ``text`` must not fit ``limit``.
+        """
+        if limit <= _HEADER_CHARS:
+            return (TRUNCATION_HEADER[:limit] if limit > 0 else ""), 0, 0
+        if paths:
+            header = _header(paths, (), limit)
+            room = limit - len(header) - _SEPARATOR_CHARS
+            prefix = header + PREVIEW_SEPARATOR
+        else:
+            room = limit - _HEADER_CHARS - _SEPARATOR_CHARS
+            prefix = _PLAIN_PREFIX
+        length = len(text)
+        by_length = self._rooms.setdefault(room, {})
+        layout = by_length.get(length)
+        if layout is None:
+            layout = by_length[length] = _layout(length, room)
+        head_size, start, tail_size, marker = layout
+        if (
+            start
+            and not _LOW <= text[start] <= _LOW_END
+            and not (head_size and _LOW <= text[head_size] <= _LOW_END)
+        ):
+            return f"{prefix}{text[:head_size]}{marker}{text[start:]}", head_size, tail_size
+        preview, head, tail = cut_text(text, limit, paths)
+        return preview, len(head), len(tail)
+
+    def cut_all(
+        self,
+        texts: Sequence[str],
+        limits: Sequence[int],
+        picks: Iterable[int],
+        paths: Sequence[Sequence[str]] | None = None,
+    ) -> tuple[list[str], list[int], list[int]]:
+        """:meth:`cut` of ``texts[i]`` into ``limits[i]`` for each ``i`` in ``picks``, in one loop.
+
+        Returns the previews and the sizes of the heads and tails they kept, in pick order.
+        ``paths``, when given, holds each pick's artifact paths (``None``: no paths at all).
+        Every picked text must not fit its limit.
+        """
+        if paths is not None:
+            cut = self.cut
+            previews, heads, tails = [], [], []
+            for index, names in zip(picks, paths, strict=True):
+                preview, head_size, tail_size = cut(texts[index], limits[index], names)
+                previews.append(preview)
+                heads.append(head_size)
+                tails.append(tail_size)
+            return previews, heads, tails
+        # The usual batch (no artifact paths): the one header, each layout looked up here,
+        # by length among those of the room the last slot had (most slots share a room).
+        previews, heads, tails = [], [], []
+        add_preview, add_head, add_tail = previews.append, heads.append, tails.append
+        limit = -1  # none seen yet (a slot limited to -1 still gets cut_text's cut)
+        by_length: dict[int, _Layout] = {}
+        for index in picks:
+            text = texts[index]
+            length = len(text)
+            if limits[index] != limit:
+                limit = limits[index]
+                by_length = self._rooms.setdefault(limit - _PLAIN_CHARS, {})
+            layout = by_length.get(length)
+            if layout is None:
+                layout = by_length[length] = _layout(length, limit - _PLAIN_CHARS)
+            head_size, start, tail_size, marker = layout
+            if start and (
+                text.isascii()  # no surrogates to check (the usual tool output; O(1))
+                or (
+                    not _LOW <= text[start] <= _LOW_END
+                    and not (head_size and _LOW <= text[head_size] <= _LOW_END)
+                )
+            ):
+                add_preview(f"{_PLAIN_PREFIX}{text[:head_size]}{marker}{text[start:]}")
+                add_head(head_size)
+                add_tail(tail_size)
+            else:
+                preview, head, tail = cut_text(text, limit)
+                add_preview(preview)
+                add_head(len(head))
+                add_tail(len(tail))
+        return previews, heads, tails
+
+
+def _layout(length: int, room: int) -> _Layout:
+    """:func:`cut_text`'s cut of a ``length``-long text into ``room`` (before any move off a
+    surrogate pair), or :data:`_IRREGULAR` when it keeps no tail."""
+    digits = len(str(length))
+    content = room - _MARKER_CHARS - digits - (digits - 1) // 3
+    if content <= 0:
+        return _IRREGULAR
+    head_size = content // HEAD_DIVISOR
+    start = length - (content - head_size)
+    if not head_size < start < length:  # a text that fits its room: cut_text's business
+        return _IRREGULAR
+    return head_size, start, length - start, omission_marker(start - head_size)
 
 
 def cut_ends(preview: str, head_size: int, tail_size: int, length: int) -> tuple[str, str]:

@@ -79,6 +79,10 @@ class ToolResult(_WireValue):
             function response's ``output``), the :class:`toolbatch._core._preview.Preview` it
             made, so the finalizer shortens it from the same excerpt instead of nesting a
             second header. Internal, never serialized; ignored unless the text still matches.
+        returncode: the exit status of the process the call ran, as ``subprocess`` reports
+            it (``-N``: killed by signal N), when it exited; ``None`` when it did not (a
+            timeout, a cancellation) or the tool runs none. What decides on the exit reads
+            this, never the text. Internal, never serialized.
     """
 
     __pydantic_config__: ClassVar[ConfigDict] = _VALUE_CONFIG
@@ -90,6 +94,7 @@ class ToolResult(_WireValue):
     preview: Annotated[SkipValidation[Preview | None], Field(exclude=True)] = field(
         default=None, repr=False
     )
+    returncode: Annotated[int | None, Field(exclude=True)] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         content = self.content
@@ -124,6 +129,8 @@ class ToolCallResponse(_WireValue):
     are what the call's own hooks (PreToolUse, PostToolUse, PostToolUseFailure) asked to tell
     the model and why they stopped the agent: internal, never part of the response's parts;
     ``complete_turn`` sends the notes as the turn's own text parts, bounded by the budget.
+    ``returncode`` is the producer's (``ToolResult.returncode``), kept through finalizing:
+    internal too.
     """
 
     __pydantic_config__: ClassVar[ConfigDict] = _VALUE_CONFIG
@@ -142,6 +149,7 @@ class ToolCallResponse(_WireValue):
     )
     hook_notes: Annotated[tuple[str, ...], Field(exclude=True)] = field(default=(), repr=False)
     hook_stop: Annotated[str | None, Field(exclude=True)] = field(default=None, repr=False)
+    returncode: Annotated[int | None, Field(exclude=True)] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check_parts(self.parts, "ToolCallResponse.parts")
@@ -222,6 +230,7 @@ class ToolCallResponse(_WireValue):
             call.args,
             (),
             None,
+            result.returncode,
         )
 
     @classmethod
@@ -294,6 +303,7 @@ _SET_RESPONSE: Final = tuple(
     _set_call_args,
     _set_hook_notes,
     _set_hook_stop,
+    _set_returncode,
 ) = _SET_RESPONSE
 
 
@@ -323,6 +333,7 @@ def _new_response(
     call_args: dict[str, JsonValue] | None,
     hook_notes: tuple[str, ...],
     hook_stop: str | None,
+    returncode: int | None,
 ) -> ToolCallResponse:
     """A ``ToolCallResponse`` of every field's value, built directly (the hot paths')."""
     response = _new(ToolCallResponse)
@@ -338,6 +349,7 @@ def _new_response(
     _set_call_args(response, call_args)
     _set_hook_notes(response, hook_notes)
     _set_hook_stop(response, hook_stop)
+    _set_returncode(response, returncode)
     return response
 
 
@@ -365,6 +377,7 @@ def replace_finalized(
         response.call_args,
         response.hook_notes,
         response.hook_stop,
+        response.returncode,
     )
 
 
@@ -396,6 +409,7 @@ def _text_response(call: ToolCall, result: ToolResult, text: str) -> ToolCallRes
         call.args,
         (),
         None,
+        result.returncode,
     )
 
 
@@ -413,8 +427,28 @@ def replace_output(
     are set as in :func:`replace_finalized`. The finalizer's usual cut, one per cut
     response: the three values in one call, for values it made.
     """
-    part = _new_function_part(function_response.id, function_response.name, {"output": output})
-    return replace_finalized(response, [part], finalize_state, persisted_output_files)
+    # _new_function_part and replace_finalized, inline: one call per cut response.
+    body = _new(FunctionResponse)
+    _set_body_id(body, function_response.id)
+    _set_body_name(body, function_response.name)
+    _set_body_response(body, {"output": output})
+    part = _new(FunctionResponsePart)
+    _set_part_body(part, body)
+    new = _new(ToolCallResponse)
+    _set_call_id(new, response.call_id)
+    _set_name(new, response.name)
+    _set_parts(new, [part])
+    _set_display(new, response.display)
+    _set_error(new, response.error)
+    _set_error_type(new, response.error_type)
+    _set_status(new, response.status)
+    _set_files(new, persisted_output_files)
+    _set_state(new, finalize_state)
+    _set_call_args(new, response.call_args)
+    _set_hook_notes(new, response.hook_notes)
+    _set_hook_stop(new, response.hook_stop)
+    _set_returncode(new, response.returncode)
+    return new
 
 
 def function_response_part(

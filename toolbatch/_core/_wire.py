@@ -4,12 +4,13 @@ Parts are the Gemini-style dicts a model receives (camelCase on the wire, snake_
 attributes). ``persisted_output_files`` is internal runtime state: it is excluded from every
 serialization, and a response rebuilt from its wire form does not have it.
 
-Plain data inside, pydantic at the edges (issue 30). The response-side value types
-(:class:`TextPart`, :class:`FunctionResponse`, :class:`FunctionResponsePart`,
-:class:`InlineData`, :class:`InlineDataPart`, :class:`FileData`, :class:`FileDataPart`,
-:class:`ToolFailure`, :class:`ToolResult`, :class:`ToolCallResponse` and :class:`Turn`) are
-plain frozen dataclasses (``@dataclass(frozen=True, slots=True, kw_only=True)``): construct
-them with keywords, and the hot path (scheduler, finalizer, guard, service) builds and
+Plain data inside, pydantic at the edges (issue 30). The value types (:class:`ToolCall`,
+:class:`ToolDeclaration`, :class:`TextPart`, :class:`FunctionResponse`,
+:class:`FunctionResponsePart`, :class:`InlineData`, :class:`InlineDataPart`,
+:class:`FileData`, :class:`FileDataPart`, :class:`ToolFailure`, :class:`ToolResult`,
+:class:`ToolCallResponse` and :class:`Turn`) are plain frozen dataclasses
+(``@dataclass(frozen=True, slots=True, kw_only=True)``): construct them with keywords, and
+the hot path (scheduler, finalizer, guard, service) builds and
 copies them as the plain objects they are, never validating. Pydantic validates and dumps
 them where data enters and leaves, through one cached ``TypeAdapter`` per class (the
 camelCase wire form, ``extra="forbid"``, the part union's shape check). The methods
@@ -22,7 +23,11 @@ embedders already call keep their meaning, as thin methods over that adapter and
   validation (wire dicts in, a :class:`pydantic.ValidationError` naming what is wrong);
 - ``model_copy(update=...)``: ``dataclasses.replace`` (unvalidated, as pydantic's is).
 
-``ToolCall`` and ``ToolDeclaration`` (the request side) stay pydantic models.
+A constructor checks only what is cheap (top-level types, the invariants a caller can
+break: a failed response's message, a declaration's positive limits) and raises
+``TypeError`` or ``ValueError`` naming the field and the fix; nested JSON is validated by
+``model_validate`` only. Nothing in toolbatch writes pydantic's internals
+(``tests/test_no_pydantic_internals.py`` scans the source).
 
 The model lives in three modules, one concept each: the part types and the value-type
 methods in ``_parts``, the request side in ``_calls``, and the response side (results,

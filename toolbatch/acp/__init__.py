@@ -21,16 +21,16 @@ from toolbatch.acp._choices import (
 )
 
 if TYPE_CHECKING:
-    from toolbatch.acp._agent import (
-        AcpAgent as AcpAgent,
-        AcpOptions,
-        check_model_settings as check_model_settings,
-        serve_acp,
-    )
+    from toolbatch.acp._agent import AcpAgent as AcpAgent
     from toolbatch.acp._permissions import (
         ALLOW_ALWAYS as ALLOW_ALWAYS,
         ALLOW_ONCE as ALLOW_ONCE,
         REJECT_ONCE as REJECT_ONCE,
+    )
+    from toolbatch.acp._serve import (
+        AcpOptions,
+        check_model_settings as check_model_settings,
+        serve_acp,
     )
     from toolbatch.acp._stdio import AcpStdioTransport as AcpStdioTransport
 
@@ -44,9 +44,9 @@ _LAZY = {
     "ALLOW_ONCE": "toolbatch.acp._permissions",
     "REJECT_ONCE": "toolbatch.acp._permissions",
     "AcpAgent": "toolbatch.acp._agent",
-    "AcpOptions": "toolbatch.acp._agent",
-    "check_model_settings": "toolbatch.acp._agent",
-    "serve_acp": "toolbatch.acp._agent",
+    "AcpOptions": "toolbatch.acp._serve",
+    "check_model_settings": "toolbatch.acp._serve",
+    "serve_acp": "toolbatch.acp._serve",
     "AcpStdioTransport": "toolbatch.acp._stdio",
 }
 

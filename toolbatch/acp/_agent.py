@@ -27,7 +27,8 @@ error response the model sees.
 ``session/cancel`` cancels the running tools (their process groups are stopped) and any
 model request in flight; the prompt ends with stop reason ``cancelled``.
 
-Here are the agent and its sessions' hosts; one session's state and model are in
+Here are the agent and its sessions' hosts; how ``toolbatch acp`` runs (its options, the
+shared model client, signals) is in ``_serve``, one session's state and model in
 ``_session``, a tool turn's updates in ``_turn``, the permission questions in
 ``_permissions``.
 """
@@ -37,19 +38,18 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 import structlog
-from acp import PROTOCOL_VERSION, Agent, Client, RequestError, run_agent
+from acp import PROTOCOL_VERSION, Client, RequestError
 from acp.schema import (
     AgentCapabilities,
     Implementation,
@@ -64,18 +64,14 @@ from acp.schema import (
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 import toolbatch
-from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS, MODEL_CHOICES, ModelChoice
+from toolbatch.acp._choices import DEFAULT_MAX_SESSIONS
 from toolbatch.acp._session import _Outgoing, _PromptCancelled, _Session, _SessionModel, _Start
-from toolbatch.acp._stdio import AcpStdioTransport
 from toolbatch.acp._turn import _AcpRuntime
 from toolbatch.acp._updates import PromptBlock, prompt_text, replay_updates
 from toolbatch.agent import (
     AgentLoop,
-    AnthropicModel,
     Message,
     Model,
-    OpenAIChatModel,
-    OpenAIResponsesModel,
     ScriptedModel,
     history_from_transcript,
 )
@@ -88,32 +84,15 @@ from toolbatch.scheduler import (
     default_registry,
 )
 
-__all__ = [
-    "MODEL_CHOICES",
-    "AcpAgent",
-    "AcpOptions",
-    "ModelChoice",
-    "check_model_settings",
-    "serve_acp",
-]
+__all__ = ["AcpAgent"]
 
 log = structlog.get_logger("toolbatch.acp")
-
-_MODEL_CLIENTS: Final[
-    dict[str, type[OpenAIChatModel] | type[OpenAIResponsesModel] | type[AnthropicModel]]
-] = {
-    "openai": OpenAIChatModel,
-    "openai-responses": OpenAIResponsesModel,
-    "anthropic": AnthropicModel,
-}
-"""The model clients behind ``--model``, each configured from its environment variables."""
 
 INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 RESOURCE_NOT_FOUND: Final = -32002
 """JSON-RPC error codes (ACP's ``RequestError`` helpers would replace our messages)."""
-SHUTDOWN_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 """Session ids name transcript files, so nothing that could leave the directory."""
 _STOP_REASONS: Final[dict[str, StopReason]] = {
@@ -122,40 +101,6 @@ _STOP_REASONS: Final[dict[str, StopReason]] = {
     "cancelled": "cancelled",
     "hook_stop": "end_turn",
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AcpOptions:
-    """How ``toolbatch acp`` runs (the command line builds it; see ``toolbatch.cli``).
-
-    Attributes:
-        config: the scheduler configuration every session starts from (budget,
-            concurrency, timeouts, MCP servers...). Each session gets its own
-            ``session_id``, artifacts directory and the MCP servers its editor passes.
-        auto_approve: the permission mode ``bypassPermissions`` (when ``config`` sets no
-            other): ask the editor only what ask rules and hooks ask.
-        artifacts_dir: where complete tool output is kept, one subdirectory per session
-            (default: each session's folder of the per-user state directory, named by
-            its session id; see ``toolbatch artifacts``).
-        model: ``scripted`` (deterministic, no network), ``openai`` or
-            ``openai-responses`` (``OPENAI_*``), or ``anthropic`` (``ANTHROPIC_*``).
-        transcript_dir: where session transcripts are written, ``<session id>.jsonl``;
-            ``session/load`` is offered only when it is set.
-        trace_model: a file to which every message the model receives is appended as a
-            JSON line (``{"session_id", "role", "parts"}``), to see exactly what it saw.
-        max_sessions: sessions held open at once. A ``session/new`` or ``session/load``
-            past it releases the least recently used session with no prompt running (a
-            later prompt to it is "unknown session"), or is refused with an error when
-            every session is running a prompt.
-    """
-
-    config: SchedulerConfig = field(default_factory=SchedulerConfig)
-    auto_approve: bool = False
-    artifacts_dir: Path | None = None
-    model: ModelChoice = "scripted"
-    transcript_dir: Path | None = None
-    trace_model: Path | None = None
-    max_sessions: int = DEFAULT_MAX_SESSIONS
 
 
 # -- the agent --------------------------------------------------------------------------
@@ -218,6 +163,21 @@ class AcpAgent:
         self._trace_model = trace_model
         self._sessions: dict[str, _Session] = {}
         self._client: Client | None = None
+        # The same answer to every initialize, built once: building its five models
+        # (pydantic copies their defaults) cost more than the rest of the request.
+        self._initialized = InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=transcript_dir is not None,
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                # session/new's HTTP and SSE servers are started too (spec: the client sends
+                # only the transports the agent advertises; stdio is always supported).
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
+            ),
+            agent_info=Implementation(
+                name="toolbatch", title="toolbatch", version=toolbatch.__version__
+            ),
+        )
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -238,19 +198,7 @@ class AcpAgent:
         **kwargs: Any,
     ) -> InitializeResponse:
         log.info("acp.initialize", client_protocol=protocol_version, client=_name_of(client_info))
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=self._transcript_dir is not None,
-                prompt_capabilities=PromptCapabilities(embedded_context=True),
-                # session/new's HTTP and SSE servers are started too (spec: the client sends
-                # only the transports the agent advertises; stdio is always supported).
-                mcp_capabilities=McpCapabilities(http=True, sse=True),
-            ),
-            agent_info=Implementation(
-                name="toolbatch", title="toolbatch", version=toolbatch.__version__
-            ),
-        )
+        return self._initialized
 
     async def new_session(
         self,
@@ -530,97 +478,3 @@ def _session_servers(configured: Any, editor: dict[str, dict[str, Any]]) -> Any:
 
 def _read_transcript(path: Path) -> tuple[list[RecordedTurn], list[Message]]:
     return load_session(path), history_from_transcript(path)
-
-
-# -- running ----------------------------------------------------------------------------
-
-
-async def serve_acp(
-    options: AcpOptions,
-    *,
-    transport: AcpStdioTransport | None = None,
-    make_registry: Callable[[Path], Registry] = _shell_registry,
-) -> None:
-    """Serve ACP until the client closes the connection (or a shutdown signal arrives).
-
-    Args:
-        options: how to run.
-        transport: where ACP flows (default: this process's stdin and stdout).
-        make_registry: the tools of a session, from its ``cwd``.
-
-    Raises:
-        ConfigError: an option is invalid (raised before anything is read).
-    """
-    config = options.config
-    async with contextlib.AsyncExitStack() as stack:
-        make_model: Callable[[], Model] = _scripted_model
-        if options.model != "scripted":
-            client = _MODEL_CLIENTS[options.model]()
-            shared: Model = await stack.enter_async_context(client)
-
-            def make_model() -> Model:
-                return shared  # one HTTP client serves every session
-
-        if transport is None:
-            transport = AcpStdioTransport.open_stdio()
-        for flag, directory in (
-            ("--transcript-dir", options.transcript_dir),
-            ("--artifacts-dir", options.artifacts_dir),
-        ):
-            if directory is not None:
-                try:
-                    directory.mkdir(parents=True, exist_ok=True)
-                except OSError as exc:
-                    raise ConfigError(
-                        f"{flag} {str(directory)!r} cannot be created: "
-                        f"{exc.strerror or exc}; pass a directory you can write to"
-                    ) from None
-        async with anyio.create_task_group() as hosts:
-            agent = AcpAgent(
-                hosts=hosts,
-                config=config,
-                make_model=make_model,
-                make_registry=make_registry,
-                auto_approve=options.auto_approve,
-                artifacts_dir=options.artifacts_dir,
-                transcript_dir=options.transcript_dir,
-                trace_model=options.trace_model,
-                max_sessions=options.max_sessions,
-            )
-            log.info("acp.serving", model=options.model, auto_approve=options.auto_approve)
-            try:
-                with anyio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals:
-                    async with anyio.create_task_group() as watcher:
-                        watcher.start_soon(_shut_down_on_signal, signals, transport, hosts)
-                        # The SDK's Agent protocol lists every optional method; the ones
-                        # this agent lacks are answered "method not found" by its router.
-                        await run_agent(cast(Agent, agent), transport)
-                        watcher.cancel_scope.cancel()
-            finally:
-                agent.close_sessions()
-    log.info("acp.stopped")
-
-
-async def _shut_down_on_signal(
-    signals: AsyncIterator[signal.Signals],
-    transport: AcpStdioTransport,
-    hosts: anyio.abc.TaskGroup,
-) -> None:
-    """First signal: end the input, so prompts are cancelled and cleaned up; second: stop."""
-    async for received in signals:
-        if not transport.input_ended:
-            log.info("acp.shutdown", signal=received.name)
-            transport.end_input()
-        else:
-            log.warning("acp.shutdown_forced", signal=received.name)
-            hosts.cancel_scope.cancel()
-
-
-def check_model_settings(model: ModelChoice) -> None:
-    """Fail on a model client's missing settings now, before an editor connects.
-
-    Raises:
-        ConfigError: a variable the client needs is not set (the message names it).
-    """
-    if model != "scripted":
-        _MODEL_CLIENTS[model]()

@@ -289,6 +289,8 @@ class AcpStdioTransport:
 
 def _id_key(request_id: object) -> str:
     """A JSON-RPC id as a set key (``1`` and ``1.0`` are one id, ``"1"`` another)."""
+    if type(request_id) is int:
+        return str(request_id)  # json.dumps's text for an int, without its encoder's cost
     if isinstance(request_id, float) and request_id.is_integer():
         request_id = int(request_id)
     return json.dumps(request_id)

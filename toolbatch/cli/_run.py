@@ -29,6 +29,7 @@ from toolbatch._core import (
 )
 from toolbatch.cli._progress import RunProgress
 from toolbatch.errors import ConfigError, RecorderError
+from toolbatch.finalize import budget_from_wire
 from toolbatch.recorder import JsonlRecorder
 from toolbatch.scheduler import (
     SchedulerConfig,
@@ -36,10 +37,10 @@ from toolbatch.scheduler import (
     default_registry,
 )
 from toolbatch.service import (
-    BatchRunParams,
     batch_result,
     loads_json,
     parse_batch,
+    plain_batch,
 )
 from toolbatch.transports import (
     OutputAdapter,
@@ -76,7 +77,9 @@ def _read_limited(stream: BinaryIO, where: str) -> bytes:
     return data
 
 
-def _read_batch(source: str) -> BatchRunParams:
+def _read_batch(source: str) -> tuple[list[ToolCall], int | None]:
+    """The calls of the batch in ``source`` (a path, or ``-`` for stdin) and its own budget
+    as written (``None``: none given)."""
     if source == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise _UsageError(
@@ -109,10 +112,18 @@ def _read_batch(source: str) -> BatchRunParams:
             f"the batch in {where} is not valid JSON: {exc}; give a JSON list of calls or "
             f'{{"calls": [...], "budget": ...}}'
         ) from None
+    # A batch of the plain shape becomes its calls directly, as a ``serve`` request does;
+    # any other is validated, which names each problem (and builds the params' models).
+    if isinstance(document, list):
+        document = {"calls": document}
+    plain = plain_batch(document) if isinstance(document, dict) else None
+    if plain is not None:
+        return plain
     try:
-        return parse_batch(document)
+        batch = parse_batch(document)
     except ConfigError as exc:
         raise _UsageError(f"the batch in {where} has the wrong shape: {exc}") from None
+    return batch.tool_calls(), batch.budget
 
 
 class _RecordingRaw(io.RawIOBase):
@@ -225,9 +236,9 @@ def _output_failure_line(output: _Output, exc: OSError) -> str:
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    batch = _read_batch(args.batch)
+    calls, wire_budget = _read_batch(args.batch)
     config = _scheduler_config(args)
-    budget = batch.resolve_budget(config.budget)
+    budget = budget_from_wire(wire_budget, config.budget)
     stdout_closed = 1 in _CLOSED_AT_START
     if stdout_closed and args.dual_output is None and args.record is None:
         raise _UsageError(
@@ -244,7 +255,7 @@ def _command_run(args: argparse.Namespace) -> int:
         code = anyio.run(
             _run_batch,
             args,
-            batch,
+            calls,
             config,
             budget,
             stdout,
@@ -279,14 +290,13 @@ def _command_run(args: argparse.Namespace) -> int:
 
 async def _run_batch(
     args: argparse.Namespace,
-    batch: BatchRunParams,
+    calls: list[ToolCall],
     config: SchedulerConfig,
     budget: int | None,
     stdout: TextIO,
     sidecar: TextIO | None,
     failures: list[str],
 ) -> int:
-    calls = batch.tool_calls()
     if args.record is not None:
         config = dataclasses.replace(config, recorder=JsonlRecorder(args.record))
     abort = anyio.Event()
@@ -313,14 +323,17 @@ async def _run_batch(
             stopped_by = ", ".join(
                 dict.fromkeys(signal.Signals(signum).name for signum in interrupted)
             )
+            # Programs (json, stream-json, the sidecar) get the parts; people the text, and
+            # then no parts JSON is made (dumping them first builds their serializer, a
+            # tenth of a cold start).
+            events_read = args.output_format != "text" or sidecar is not None
             adapter.result(
                 num_turns=1,
                 is_error=bool(interrupted),
                 error=f"interrupted by {stopped_by}: the unfinished calls were cancelled"
                 if interrupted
                 else None,
-                # Programs (json, stream-json, the sidecar) get the parts; people the text.
-                result=dumps_json_line(batch_result(turn)["parts"]),
+                result=dumps_json_line(batch_result(turn)["parts"]) if events_read else None,
                 text=render_turn_text(turn, budget=budget)
                 if args.output_format == "text"
                 else None,

@@ -5,8 +5,9 @@ Pure arithmetic: no I/O, no async, no knowledge of parts or responses.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
+from itertools import compress, islice, repeat
+from operator import gt
 
 __all__ = ["allocate_budget"]
 
@@ -30,23 +31,21 @@ def allocate_budget(lengths: Sequence[int], budget: int) -> list[int]:
     remaining = max(budget, 0)
     if sum(lengths) <= remaining:
         return list(lengths)
-    allocation = [0] * count
-    # Shortest first, ties by index. Fixing the shortest slot can only raise the fair share
-    # of the others (floor((R - L) / (k - 1)) >= floor(R / k) when L <= R / k), so one pass in
-    # ascending order fixes exactly the slots the textbook round-based loop would.
-    order = sorted(range(count), key=lengths.__getitem__)
-    for position, index in enumerate(order):
-        active = count - position
-        share = remaining // active
-        length = lengths[index]
+    # Shortest first. Fixing the shortest slot can only raise the fair share of the others
+    # (floor((R - L) / (k - 1)) >= floor(R / k) when L <= R / k), so one pass over the sorted
+    # lengths finds the final share: the slots it cuts are exactly those longer than it
+    # (every shorter one was fixed at a share no larger), as in the textbook round-based loop.
+    for position, length in enumerate(sorted(lengths)):
+        share = remaining // (count - position)
         if length > share:
-            cut = order[position:]
-            for slot in cut:
-                allocation[slot] = share
-            leftover = remaining - share * active
-            for slot in heapq.nsmallest(leftover, cut):
-                allocation[slot] += 1
             break
-        allocation[index] = length
         remaining -= length
+    else:  # unreachable: the lengths do not fit, so some slot is longer than its share
+        return list(lengths)
+    allocation = [length if length <= share else share for length in lengths]
+    leftover = remaining - share * (count - position)
+    if leftover:
+        cut = compress(range(count), map(gt, lengths, repeat(share)))
+        for slot in islice(cut, leftover):
+            allocation[slot] += 1
     return allocation

@@ -276,8 +276,10 @@ class BatchSlots:
         ends: per response, one past the index of its last slot.
         outputs: per response, its function response when the response is one function
             response holding only a string ``output`` (most are; that string is its one
-            slot), else ``None``.
+            slot) and has no ``finalize_state`` (so a cut starts from that whole string),
+            else ``None``.
         media: some response holds a media part (inline or a file reference) to check.
+        one_each: every response has exactly one slot (slot i is response i's).
     """
 
     texts: list[str]
@@ -285,6 +287,7 @@ class BatchSlots:
     ends: list[int]
     outputs: list[FunctionResponse | None]
     media: bool
+    one_each: bool
 
 
 def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[str]) -> BatchSlots:
@@ -294,10 +297,13 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
     is read directly; any other goes through :func:`measure_slots`, which states the rule.
     """
     texts: list[str] = []
-    places: list[Place] = []
-    ends: list[int] = []
     outputs: list[FunctionResponse | None] = []
+    # While every response so far is one plain output (one slot each, at FIRST_OUTPUT), the
+    # places and ends are implied: they are written out when the first other one comes.
+    places: list[Place] | None = None
+    ends: list[int] | None = None
     media = False
+    one_each = True
     for response in responses:
         parts = response.parts
         if len(parts) == 1 and type(part := parts[0]) is FunctionResponsePart:
@@ -309,12 +315,16 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
                 and (response.name not in lifecycle or response.status != "success")
             ):
                 texts.append(output)
-                places.append(FIRST_OUTPUT)
-                ends.append(len(texts))
-                outputs.append(function_response)
+                outputs.append(function_response if response.finalize_state is None else None)
+                if places is not None and ends is not None:
+                    places.append(FIRST_OUTPUT)
+                    ends.append(len(texts))
                 continue
         elif not media:
             media = any(type(part) in _MEDIA_PARTS for part in parts)
+        if places is None or ends is None:
+            places, ends = _plain_outputs(len(texts))
+        before = len(texts)
         measure_slots(
             parts,
             texts,
@@ -324,9 +334,18 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
             tool=response.name,
             success=response.status == "success",
         )
+        if len(texts) != before + 1:
+            one_each = False
         ends.append(len(texts))
         outputs.append(None)
-    return BatchSlots(texts, places, ends, outputs, media)
+    if places is None or ends is None:
+        places, ends = _plain_outputs(len(texts))
+    return BatchSlots(texts, places, ends, outputs, media, one_each)
+
+
+def _plain_outputs(count: int) -> tuple[list[Place], list[int]]:
+    """The places and ends of ``count`` responses of one plain output each."""
+    return [FIRST_OUTPUT] * count, list(range(1, count + 1))
 
 
 def collect_slots(

@@ -3,9 +3,11 @@
 pydantic-ai and the OpenAI Agents SDK run each tool call themselves (concurrently) and only
 later build the next model request from the calls' returns. :class:`SplitTurns` answers
 the calls through ``ToolScheduler.execute`` (the producers bound their own output: the
-shell's preview, MCP's, a Python tool's threshold) and keeps the responses; at the batch
-boundary, just before the next model request, :meth:`SplitTurns.complete` completes every
-pending call of the last model response as one turn (``complete_turn``: the batch budget,
+shell's preview, MCP's, a Python tool's threshold). A batch that is every call of the model
+response (when the framework says which those are, :meth:`SplitTurns.answer`) is completed
+at once, and each caller gets its bounded text. Otherwise the responses are kept; at the
+batch boundary, just before the next model request, :meth:`SplitTurns.complete` completes
+every pending call of the last model response as one turn (``complete_turn``: the batch budget,
 persist-once, PostToolBatch hooks, the send guard, the recorder). A framework that rebuilds
 its request from the unbounded history every time keeps the completion and sends the same
 bounded text again: a turn is completed once.
@@ -21,7 +23,7 @@ the next batch.
 from __future__ import annotations
 
 import operator
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -42,6 +44,7 @@ from toolbatch import (
 from toolbatch.providers import openai_chat
 
 __all__ = [
+    "Answer",
     "Completion",
     "SplitTurns",
     "in_own_task",
@@ -81,7 +84,9 @@ def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) ->
     """
     if isinstance(args, dict) and call_id and name:
         try:  # the usual case, without the reply mapping's round trip
-            return ToolCall(id=call_id, name=name, args=args, ordinal=ordinal)
+            return ToolCall.model_validate(
+                {"id": call_id, "name": name, "args": args, "ordinal": ordinal}
+            )
         except ValidationError:
             pass  # not JSON values: the mapping says why
     [call] = openai_chat.tool_calls(
@@ -148,19 +153,36 @@ class Completion:
     stop_reason: str | None = None
 
 
+@dataclass(slots=True, frozen=True)
+class Answer:
+    """What one call's caller receives.
+
+    Attributes:
+        text: the call's text: the bounded one when its turn was completed with its batch,
+            else the text its producer bounded (until :meth:`SplitTurns.complete`).
+        context: the turn's own text (hook context, the stop reason), on the last call of a
+            turn completed with its batch; ``""`` on every other call.
+    """
+
+    text: str
+    context: str = ""
+
+
 _NOT_ANSWERED: Final = "Error: the call was not answered"
 
 
 class _Waiting:
     """One call of a forming batch, and what its caller receives once the batch has run."""
 
-    __slots__ = ("call", "done", "failure", "lead", "response")
+    __slots__ = ("answer", "call", "done", "failure", "lead", "response", "turn")
 
-    def __init__(self, call: ToolCall) -> None:
+    def __init__(self, call: ToolCall, turn: Collection[str] | None) -> None:
         self.call = call
+        self.turn = turn
         self.done = anyio.Event()
         self.lead = False
         self.response: ToolCallResponse | None = None
+        self.answer: Answer | None = None
         self.failure: str | None = None
 
 
@@ -183,7 +205,23 @@ class SplitTurns:
         ran the batch is cancelled, the batch is cancelled (its commands stopped), and the
         other calls of it are answered with that reason.
         """
-        waiting = _Waiting(call)
+        answer = await self.answer(call, turn=())  # no batch is a whole turn: all wait
+        return answer.text
+
+    async def answer(self, call: ToolCall, /, *, turn: Collection[str] | None) -> Answer:
+        """Answer one call (in the batch it arrived with), completing its turn when it can.
+
+        Args:
+            call: the call.
+            turn: the ids of every call of the model response that this object runs. A
+                batch that is exactly those calls is run in that order and completed at
+                once, as one turn (its texts are the bounded ones); another batch's
+                responses wait for :meth:`complete`. ``None``: every batch is completed as
+                it ran (nothing else would complete it).
+
+        Cancellation is as for :meth:`run`.
+        """
+        waiting = _Waiting(call, turn)
         self._forming.append(waiting)
         if len(self._forming) == 1:
             waiting.lead = True  # the first call to arrive runs the batch
@@ -191,9 +229,11 @@ class SplitTurns:
             await waiting.done.wait()  # answered, or made the leader by a cancelled one
         if waiting.lead and waiting.response is None and waiting.failure is None:
             await self._run_batch(waiting)
+        if waiting.answer is not None:
+            return waiting.answer
         if waiting.response is None:
-            return waiting.failure or _NOT_ANSWERED
-        return response_text(waiting.response)
+            return Answer(waiting.failure or _NOT_ANSWERED)
+        return Answer(response_text(waiting.response))
 
     async def _run_batch(self, leader: _Waiting) -> None:
         try:
@@ -205,14 +245,29 @@ class SplitTurns:
                 self._forming[0].done.set()
             raise
         batch, self._forming = self._forming, []
+        whole = leader.turn is None or _is_whole(batch, leader.turn)
+        if whole and leader.turn:
+            order = {call_id: index for index, call_id in enumerate(leader.turn)}
+            batch.sort(key=lambda waiting: order[waiting.call.id])
+        calls = [waiting.call for waiting in batch]
+
+        async def run() -> tuple[PendingTurn, Turn | None]:
+            pending = await self.scheduler.execute(calls)
+            return pending, (await self.scheduler.complete_turn(pending) if whole else None)
+
         failure = _NOT_ANSWERED
         try:
-            pending = await in_own_task(
-                lambda: self.scheduler.execute([waiting.call for waiting in batch])
-            )
-            for waiting, response in zip(batch, pending, strict=True):
-                self._pending[waiting.call.id] = (response, pending)
-                waiting.response = response
+            pending, turn = await in_own_task(run)
+            if turn is None:
+                for waiting, response in zip(batch, pending, strict=True):
+                    self._pending[waiting.call.id] = (response, pending)
+                    waiting.response = response
+            else:
+                texts, context = turn_texts(turn)
+                last = batch[-1]  # the turn's own text goes after its last result
+                for waiting in batch:
+                    text = texts.get(waiting.call.id, "")
+                    waiting.answer = Answer(text, context if waiting is last else "")
         except anyio.get_cancelled_exc_class():
             failure = (
                 "Error: the call was cancelled with the batch it ran in "
@@ -224,7 +279,7 @@ class SplitTurns:
             raise
         finally:
             for waiting in batch:
-                if waiting.response is None:
+                if waiting.response is None and waiting.answer is None:
                     waiting.failure = failure
                 waiting.done.set()
 
@@ -256,3 +311,11 @@ class SplitTurns:
             last_call_id=turn.responses[-1].call_id,
             stop_reason=turn.stop_reason,
         )
+
+
+def _is_whole(batch: Sequence[_Waiting], turn: Collection[str]) -> bool:
+    """Whether ``batch`` is exactly the calls of ``turn``, each once."""
+    if len(batch) != len(turn):
+        return False
+    ids = {waiting.call.id for waiting in batch}
+    return len(ids) == len(batch) and ids.issuperset(turn)

@@ -169,7 +169,8 @@ class ToolbatchNode(ToolNode):
         name = declaration.name
 
         async def run_alone(**args: Any) -> str:
-            turn = await self.scheduler.run_batch([ToolCall(id="direct", name=name, args=args)])
+            call = ToolCall.model_validate({"id": "direct", "name": name, "args": args})
+            turn = await self.scheduler.run_batch([call])
             return turn_texts(turn)[0].get("direct", "")
 
         return StructuredTool(

@@ -31,8 +31,6 @@ is stopped, and the exception propagates.
 
 from __future__ import annotations
 
-import re
-import signal
 import threading
 import weakref
 from collections.abc import Sequence
@@ -55,7 +53,7 @@ from toolbatch import (
     Turn,
     default_registry,
 )
-from toolbatch.producers import SandboxMode, ShellEnvMode
+from toolbatch.producers import SandboxMode, ShellEnvMode, without_exit_line
 
 __all__ = [
     "ToolbatchAgent",
@@ -68,11 +66,6 @@ ABORT_WAIT_S: Final = 30.0
 """How long an interrupted command may take to stop (its group is sent SIGTERM, then SIGKILL)."""
 _NO_OUTPUT: Final = "(no output)\n"
 """What the shell says in place of an empty output; mini-swe-agent expects ``""``."""
-_EXIT_LINE: Final = re.compile(
-    r"(?:^|(?<=\n))\["
-    r"(?:exit code: (?P<code>\d+)[^\]\n]*|killed by signal SIG(?P<signal>[A-Z0-9]+))"
-    r"\]\Z"
-)
 
 
 class ToolbatchEnvironmentConfig(LocalEnvironmentConfig):
@@ -183,18 +176,17 @@ def _output(response: ToolCallResponse) -> dict[str, Any]:
             break
     text = body.get("output")
     text = text if isinstance(text, str) else ""
-    returncode = -1
-    ending = _EXIT_LINE.search(text)
-    if ending is not None:
-        text = text[: ending.start()]
-        if ending["code"] is not None:
-            returncode = int(ending["code"])
-        else:
-            returncode = -getattr(signal, "SIG" + ending["signal"], signal.SIGKILL)
+    returncode = response.returncode  # the shell's, as data: the text may say anything
+    if returncode is not None:
+        text = without_exit_line(text)
         if text == _NO_OUTPUT:
             text = ""
     if response.status == "success":
-        return {"output": text, "returncode": returncode, "exception_info": ""}
+        return {
+            "output": text,
+            "returncode": -1 if returncode is None else returncode,
+            "exception_info": "",
+        }
     error = response.error or response.status
     return {
         "output": text,

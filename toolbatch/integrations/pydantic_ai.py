@@ -3,19 +3,27 @@
 pydantic-ai runs each tool call of a model response itself (concurrently) and puts every
 tool's full return into the next request. ``ToolbatchToolset`` is an ``AbstractToolset``
 an ``Agent`` takes (``toolsets=[ts]``) offering toolbatch's tools: the registry's (the
-shell by default), the configured MCP servers' and your own producers. Each call is
-answered through ``ToolScheduler.execute`` (the producers bound their own output);
-``ts.history_processor``, run before each model request, completes the calls of the last
-model response as one toolbatch turn (``complete_turn``: the batch budget, persist-once,
-PostToolBatch hooks, the send guard, the recorder) and puts the bounded texts in their
-``ToolReturnPart``s, so the model sees the bounded parts and the full output is on disk
-once. A hook's context or stop reason is added to that request as a ``UserPromptPart``.
-
-The installed pydantic-ai (2.78) has no ``history_processors=`` argument any more; its
-``ProcessHistory`` capability takes the processor, and ``ts.capability`` is that::
+shell by default), the configured MCP servers' and your own producers. The calls
+pydantic-ai starts together run as one batch through ``ToolScheduler.execute``; when that
+batch is all of this toolset's calls in the model response (pydantic-ai's default), the
+toolset completes it at once as one toolbatch turn (``complete_turn``: the batch budget,
+persist-once, PostToolBatch hooks, the send guard, the recorder) and each call returns its
+bounded text, so the model sees the bounded parts and the full output is on disk once. A
+hook's context or stop reason follows the returns as a ``UserPromptPart`` (the last call's
+``ToolReturn.content``)::
 
     ts = ToolbatchToolset(SchedulerConfig(batch_budget=20_000))
-    agent = Agent(model, toolsets=[ts], capabilities=[ts.capability])
+    agent = Agent(model, toolsets=[ts])
+
+Calls pydantic-ai runs one at a time (a ``sequential`` tool, the ``sequential`` execution
+mode) are batches of one. ``ts.history_processor``, run before each model request,
+completes the calls of the last model response that are still pending as one turn and puts
+the bounded texts in their ``ToolReturnPart``s (a hook's text as a ``UserPromptPart`` after
+the last); pydantic-ai 2.78 takes it as its ``ProcessHistory`` capability, which
+``ts.capability`` is: ``Agent(model, toolsets=[ts], capabilities=[ts.capability])``.
+Without it each batch is completed as it ran, under the budget on its own. Add it only
+where calls run one at a time: pydantic-ai wraps every tool call in every capability's
+hooks, which costs a 50-call turn about a fifth more.
 
 The agent enters the toolset for each run (the scheduler opens on the first enter and
 closes on the last); ``async with ts:`` around several runs keeps one session, its MCP
@@ -27,6 +35,8 @@ are left as they are.
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Collection
 from types import TracebackType
 from typing import Any, Self
 
@@ -37,6 +47,7 @@ from pydantic_ai.messages import (
     ModelRequestPart,
     ModelResponse,
     ToolCallPart,
+    ToolReturn,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -44,7 +55,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from toolbatch import Registry, SchedulerConfig, ToolScheduler, default_registry
+from toolbatch import Registry, SchedulerConfig, ToolDeclaration, ToolScheduler, default_registry
 from toolbatch.integrations._turns import Completion, SplitTurns, make_call
 
 __all__ = ["ToolbatchToolset"]
@@ -79,6 +90,11 @@ class ToolbatchToolset(AbstractToolset[Any]):
         self._id = id
         self._entered = 0
         self._turns = SplitTurns(self.scheduler)
+        self._declared: list[ToolDeclaration] = []
+        self._tools: dict[str, ToolsetTool[Any]] = {}
+        self._response: ModelMessage | None = None
+        self._response_calls: tuple[str, ...] | None = None
+        """The last response :meth:`_turn_of` read, and its answer (its calls arrive together)."""
 
     @property
     def id(self) -> str | None:
@@ -115,26 +131,59 @@ class ToolbatchToolset(AbstractToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         del ctx
-        return {
-            declaration.name: ToolsetTool(
-                toolset=self,
-                tool_def=ToolDefinition(
-                    name=declaration.name,
-                    description=declaration.description,
-                    parameters_json_schema=dict(declaration.input_schema),
-                ),
-                max_retries=0,
-                args_validator=_ANY_ARGS,
-            )
-            for declaration in self.scheduler.declarations()
-        }
+        declarations = self.scheduler.declarations()
+        if len(declarations) != len(self._declared) or not all(
+            map(operator.is_, declarations, self._declared)
+        ):  # a new session, or an MCP server's tools: built once per change, not per step
+            self._declared = declarations
+            self._tools = {
+                declaration.name: ToolsetTool(
+                    toolset=self,
+                    tool_def=ToolDefinition(
+                        name=declaration.name,
+                        description=declaration.description,
+                        parameters_json_schema=dict(declaration.input_schema),
+                    ),
+                    max_retries=0,
+                    args_validator=_ANY_ARGS,
+                )
+                for declaration in declarations
+            }
+        return dict(self._tools)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         del tool
         call = make_call(ctx.tool_call_id, name, tool_args)
-        return await self._turns.run(call)
+        answer = await self._turns.answer(call, turn=self._turn_of(ctx))
+        if answer.context:
+            return ToolReturn(answer.text, content=answer.context)
+        return answer.text
+
+    def _turn_of(self, ctx: RunContext[Any]) -> Collection[str] | None:
+        """The ids of this toolset's calls in the model response being answered, which
+        complete their turn as soon as they ran together; ``None`` when no history processor
+        of this toolset runs in the agent: then each batch is completed as it ran."""
+        response = ctx.messages[-1] if ctx.messages else None
+        if response is self._response:
+            return self._response_calls
+        processed = any(
+            isinstance(capability, ProcessHistory)
+            and capability.processor == self.history_processor
+            for capability in ctx.capabilities.values()
+        )
+        calls: tuple[str, ...] | None = None
+        if processed:
+            calls = ()  # not known: the history processor completes them
+            if isinstance(response, ModelResponse):
+                calls = tuple(
+                    part.tool_call_id
+                    for part in response.parts
+                    if isinstance(part, ToolCallPart) and part.tool_name in self._tools
+                )
+        self._response, self._response_calls = response, calls
+        return calls
 
     # -- the batch boundary ---------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from toolbatch.producers._generic import (
     apply_output_threshold as apply_output_threshold,
 )
 from toolbatch.producers._shell import ShellProducer
-from toolbatch.producers._shell_result import ShellExit as ShellExit, shell_exit as shell_exit
+from toolbatch.producers._shell_result import without_exit_line as without_exit_line
 from toolbatch.sandbox import (
     LandlockProbe as LandlockProbe,
     ProcessPolicy as ProcessPolicy,

@@ -86,12 +86,7 @@ from toolbatch.producers._shell_process import (
     spawn_shell,
     wait_leader,
 )
-from toolbatch.producers._shell_result import (
-    Ending,
-    ResultComposer,
-    ShellExit as ShellExit,
-    shell_exit as shell_exit,
-)
+from toolbatch.producers._shell_result import Ending, ResultComposer
 from toolbatch.sandbox import (
     ProcessPolicy,
     SpawnedCommand,
@@ -110,9 +105,7 @@ __all__ = [
     "DEFAULT_SHELL_TIMEOUT_S",
     "MAX_SHELL_TIMEOUT_S",
     "SHELL_TOOL_NAME",
-    "ShellExit",
     "ShellProducer",
-    "shell_exit",
 ]
 
 log = structlog.get_logger("toolbatch.producers.shell")

@@ -1,15 +1,17 @@
-"""The shell producer's result: exit line, notes, content and display, and reading the exit back.
+"""The shell producer's result: exit line, notes, content and display, and the exit status.
 
 ``ResultComposer`` turns a finished command (its ``Capture``, what was saved, its
-``Ending``) into the ``ToolResult`` the model and the user get; ``shell_exit`` splits the
-exit line it writes last back off a successful call's output.
+``Ending``) into the ``ToolResult`` the model and the user get. The exit status travels as
+data (``ToolResult.returncode``, kept on the response through finalizing), never read back
+from the text: a command can print any line, an exit line included. ``without_exit_line``
+drops the line this producer writes last (by position) for those that show the status
+their own way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +25,7 @@ __all__ = [
     "Ending",
     "Reason",
     "ResultComposer",
-    "ShellExit",
-    "shell_exit",
+    "without_exit_line",
 ]
 
 _DENIALS: Final = (b"permission denied", b"operation not permitted", b"read-only file system")
@@ -60,39 +61,15 @@ class Ending:
     """Why the exit status is unknown (the sandbox's spawner or supervisor died), if so."""
 
 
-_EXIT_CODE_LINE: Final = re.compile(r"\[exit code: (\d+)(?: \(.*\))?\]")
-_SIGNAL_LINE: Final = re.compile(r"\[killed by signal (?:[A-Z0-9]+ \((\d+)\)|signal (\d+))\]")
+def without_exit_line(output: str) -> str:
+    """A shell call's ``output`` without the exit line this producer writes last.
 
-
-@dataclass(frozen=True, slots=True)
-class ShellExit:
-    """How a finished command ended, read back from its output's last line.
-
-    Attributes:
-        output: the output without that line (what the command printed, or its preview).
-        exit_code: the exit status (128 + N for a death by signal N), or ``None`` when the
-            output does not end with an exit line (a timeout, a cancellation).
+    Only for a response whose ``returncode`` is set (the command exited, so its output ends
+    with that line, which finalizing keeps in the tail). The line is dropped by its position,
+    never recognised by its text: an exit line the command printed itself stays output.
     """
-
-    output: str
-    exit_code: int | None
-
-
-def shell_exit(content: str) -> ShellExit:
-    """Split the exit line this producer writes last (``[exit code: N]``, ``[killed by
-    signal ...]``) from a successful call's ``output``."""
-    head, _, last = content.rpartition("\n")
-    code: int | None = None
-    match = _EXIT_CODE_LINE.fullmatch(last)
-    if match is not None:
-        code = int(match.group(1))
-    else:
-        killed = _SIGNAL_LINE.fullmatch(last)
-        if killed is not None:
-            code = 128 + int(killed.group(1) or killed.group(2))
-    if code is None:
-        return ShellExit(content, None)
-    return ShellExit(head + "\n" if head else "", code)
+    head, _, _ = output.rpartition("\n")
+    return head + "\n" if head else ""
 
 
 def _signal_name(number: int) -> str:
@@ -203,12 +180,14 @@ class ResultComposer:
                 type="execution_failed",
                 message=f"{ending.lost}; its output is in 'output'",
             )
+        exited = ending.reason == "exited" and ending.lost is None
         return ToolResult(
             content=content,
             display=display,
             error=error,
             persisted_output_files=persisted_output_files,
             preview=preview,
+            returncode=ending.returncode if exited else None,
         )
 
     def _exit_line(self, ending: Ending) -> str:

@@ -112,9 +112,15 @@ def make_call(
     args, reason = _arguments(raw_args)
     if invalid is None and not name:
         invalid = "the call names no tool"
-    try:
-        return ToolCall(
-            id=call_id, name=name, args=args, ordinal=ordinal, invalid=invalid or reason
+    try:  # a reply's arguments come from outside: JSON values all the way down
+        return ToolCall.model_validate(
+            {
+                "id": call_id,
+                "name": name,
+                "args": args,
+                "ordinal": ordinal,
+                "invalid": invalid or reason,
+            }
         )
     except ValidationError as exc:
         problem = exc.errors()[0]

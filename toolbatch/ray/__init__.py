@@ -15,6 +15,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         "toolbatch.ray needs Ray, which is not installed: pip install 'toolbatch[ray]'"
     ) from exc
 
+from toolbatch.ray._lost import LOST_ERROR_TYPE as LOST_ERROR_TYPE
 from toolbatch.ray._pool import (
     DEFAULT_SESSION_RESOURCES as DEFAULT_SESSION_RESOURCES,
     ConfigSource as ConfigSource,
@@ -23,7 +24,6 @@ from toolbatch.ray._pool import (
     session_registry,
 )
 from toolbatch.ray._session import (
-    LOST_ERROR_TYPE as LOST_ERROR_TYPE,
     MAX_HELD_BATCHES as MAX_HELD_BATCHES,
     RemoteTool as RemoteTool,
     SessionHandle,

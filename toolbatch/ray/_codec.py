@@ -73,17 +73,8 @@ def stand_in_call(raw: object, index: int) -> ToolCall:
             raw_id, raw_name = raw.get("id"), raw.get("name")
             call_id = raw_id if isinstance(raw_id, str) and raw_id else f"invalid-call-{index}"
             name = raw_name if isinstance(raw_name, str) and raw_name else "invalid_call"
-            return ToolCall.model_construct(
-                id=call_id, name=name, args={}, ordinal=index, prompt_id=None, invalid=None
-            )
-    return ToolCall.model_construct(
-        id=f"invalid-call-{index}",
-        name="invalid_call",
-        args={},
-        ordinal=index,
-        prompt_id=None,
-        invalid=None,
-    )
+            return ToolCall(id=call_id, name=name, ordinal=index)
+    return ToolCall(id=f"invalid-call-{index}", name="invalid_call", ordinal=index)
 
 
 def encode_response(response: ToolCallResponse) -> Wire:

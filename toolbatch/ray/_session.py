@@ -6,36 +6,43 @@ a session whose tools, MCP servers, workspace and artifacts live on another node
 finalizer runs there; the recorder stays here and records exactly the turn returned.
 
 A batch whose host dies (the actor or its node) is answered here with one
-``session_lost`` error response per call, in call order: nothing is retried (a tool may
-have run: at most once), nothing is lost or duplicated.
+``session_lost`` error response per call, in call order (``_lost``); nothing is retried.
+The handle keeps the session's state (open, lost, dead, closed), reopens it on a restarted
+host and holds the tokens of executed batches; one batch's round trip, with its events,
+approvals and abort, is ``_batch``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import anyio
-import anyio.to_thread
 import structlog
 from ray.exceptions import ActorUnavailableError, RayActorError
 
 from toolbatch._core import BatchObserver, ToolCall, ToolCallResponse, ToolDeclaration, Turn
 from toolbatch.errors import ConfigError, RecorderError, SessionHostError
-from toolbatch.finalize import Budget, check_budget, finalize_tool_responses
+from toolbatch.finalize import Budget, check_budget
+from toolbatch.ray._batch import (
+    BatchMethod,
+    Delivery,
+    RemoteBatch,
+    batch_entries,
+    call_ordinals,
+    wire_calls,
+)
 from toolbatch.ray._codec import (
     Wire,
     decode_declarations,
     decode_response,
     decode_turn,
-    encode_call,
     encode_response,
-    stand_in_call,
 )
 from toolbatch.ray._host import NOT_OPEN, SessionSpec
+from toolbatch.ray._lost import lost_responses, lost_turn
 from toolbatch.recorder import Recorder
 from toolbatch.scheduler import (
     USE_CONFIG,
@@ -43,13 +50,11 @@ from toolbatch.scheduler import (
     PendingTurn,
     SchedulerConfig,
     UseConfig,
-    ask_approval,
 )
 
 __all__ = [
     "CLOSE_TIMEOUT_S",
     "DEFAULT_OPEN_TIMEOUT_S",
-    "LOST_ERROR_TYPE",
     "MAX_HELD_BATCHES",
     "RemoteTool",
     "SessionHandle",
@@ -62,14 +67,11 @@ SessionState: TypeAlias = Literal["open", "lost", "dead", "closed"]
 """``open``; ``lost``: its host died and is restarted (a new session opens on next use);
 ``dead``: its host died and is not restarted; ``closed``."""
 
-LOST_ERROR_TYPE: Final = "session_lost"
-"""The ``error_type`` of responses to calls whose session host was lost."""
 MAX_HELD_BATCHES: Final = 8
 """Executed batches a handle holds for completion; older ones are dropped on both sides."""
 DEFAULT_OPEN_TIMEOUT_S: Final = 120.0
 CLOSE_TIMEOUT_S: Final = 30.0
 """How long a closing session may take to stop its MCP servers and processes."""
-ABORT_TIMEOUT_S: Final = 10.0
 RESTART_POLL_S: Final = 0.1
 """How often a handle asks a restarting host again whether it is back."""
 
@@ -80,82 +82,6 @@ class RemoteTool:
     through the session's ``execute``)."""
 
     declaration: ToolDeclaration
-
-
-def _entries(calls: Any) -> list[Any]:
-    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Sequence):
-        return [calls]  # one malformed "batch": answered as the scheduler answers it
-    return list(calls)
-
-
-def _ordinals(entries: Sequence[Any]) -> list[int]:
-    """Each entry's place in the model's order, as the host's scheduler numbers it."""
-    return [
-        entry.ordinal if isinstance(entry, ToolCall) and entry.ordinal is not None else index
-        for index, entry in enumerate(entries)
-    ]
-
-
-def _plain(raw: object) -> object:
-    """A batch entry that is not a ``ToolCall``, as data the host can read."""
-    if isinstance(raw, Mapping):
-        return {str(key): value for key, value in raw.items()}
-    if raw is None or isinstance(raw, str | int | float | bool | list):
-        return raw
-    return f"<{type(raw).__name__}>"
-
-
-def _notify(method: Callable[..., None] | None, *args: object) -> None:
-    if method is None:
-        return
-    try:
-        method(*args)
-    except Exception as exc:  # an observer never breaks the batch
-        log.warning("ray.observer_failed", error=f"{type(exc).__name__}: {exc}")
-
-
-class _Delivery:
-    """A batch's events as the driver's observer sees them, each call reported once."""
-
-    def __init__(self, entries: list[Any], observer: BatchObserver | None) -> None:
-        self.entries = entries
-        self.finished: list[ToolCallResponse] = []
-        self.started_ids: set[str] = set()
-        self.finished_ids: set[str] = set()
-        self.lost: BaseException | None = None
-        self._started = getattr(observer, "call_started", None)
-        self._progress = getattr(observer, "call_progress", None)
-        self._finished = getattr(observer, "call_finished", None)
-
-    def call(self, ref: Any) -> ToolCall:
-        if isinstance(ref, int):
-            return stand_in_call(self.entries[ref], ref)
-        return ToolCall.model_validate(ref["call"])
-
-    def take(self, event: list[Any]) -> None:
-        kind = event[0]
-        if kind == "finished":
-            response = decode_response(event[2])
-            self.finished.append(response)
-            if event[1] is not None:
-                call = self.call(event[1])
-                self.finished_ids.add(call.id)
-                _notify(self._finished, call, response)
-        elif kind == "started":
-            call = self.call(event[1])
-            self.started_ids.add(call.id)
-            _notify(self._started, call)
-        elif kind == "progress":
-            _notify(self._progress, self.call(event[1]), event[2])
-
-    def report_lost(self, responses: Sequence[ToolCallResponse], calls: Sequence[ToolCall]) -> None:
-        """Report the calls not finished yet with their lost responses."""
-        for call, response in zip(calls, responses, strict=True):
-            if call.id in self.finished_ids:
-                continue
-            if call.id not in self.started_ids:
-                _notify(self._started, call)
-            _notify(self._finished, call, response)
 
 
 class SessionHandle:
@@ -345,7 +271,7 @@ class SessionHandle:
         """``ToolScheduler.run_batch``, in one round trip: the calls run and their turn is
         completed on the host; only the completed turn comes back, and is recorded here."""
         limit = self._budget(budget)
-        entries = _entries(calls)
+        entries = batch_entries(calls)
         result = await self._remote_batch(
             "run", entries, abort=abort, observer=observer, approve=approve, budget=limit
         )
@@ -371,14 +297,14 @@ class SessionHandle:
         them back (``PendingTurn.remote``). When the host is lost, every call is answered
         ``session_lost``.
         """
-        entries = _entries(calls)
+        entries = batch_entries(calls)
         result = await self._remote_batch(
             "execute", entries, abort=abort, observer=observer, approve=approve, budget={}
         )
         if isinstance(result, list):
-            return PendingTurn(result, ordinals=_ordinals(entries))
+            return PendingTurn(result, ordinals=call_ordinals(entries))
         token, responses = self._hold(result)
-        return PendingTurn(responses, ordinals=_ordinals(entries), remote=token)
+        return PendingTurn(responses, ordinals=call_ordinals(entries), remote=token)
 
     async def complete_turn(
         self,
@@ -445,7 +371,7 @@ class SessionHandle:
 
     async def _remote_batch(
         self,
-        method: Literal["run", "execute"],
+        method: BatchMethod,
         entries: list[Any],
         *,
         abort: anyio.Event | None,
@@ -454,7 +380,7 @@ class SessionHandle:
         budget: Wire,
     ) -> Wire | list[ToolCallResponse]:
         """The host's answer, or (a list) the batch answered here because the host is gone."""
-        delivery = _Delivery(entries, observer)
+        delivery = Delivery(entries, observer)
         for _ in range(2):  # once more after a host restart found the session gone
             if not await self._ensure_open():
                 return self._lost_responses(entries, delivery, ran=False)
@@ -469,9 +395,9 @@ class SessionHandle:
 
     async def _call_batch(
         self,
-        method: Literal["run", "execute"],
+        method: BatchMethod,
         entries: list[Any],
-        delivery: _Delivery,
+        delivery: Delivery,
         *,
         abort: anyio.Event | None,
         approve: ApprovalCallback | None,
@@ -480,55 +406,23 @@ class SessionHandle:
         """One attempt: the answer, the lost responses, or ``None`` when the host had no
         such session (restarted before the batch reached it: nothing ran)."""
         token = next(self._tokens)
-        wire_calls = [
-            {"call": encode_call(c)} if isinstance(c, ToolCall) else {"raw": _plain(c)}
-            for c in entries
-        ]
-        observe = delivery._started is not None or delivery._progress is not None
-        observe = observe or delivery._finished is not None or approve is not None
+        batch = RemoteBatch(self._actor, self._key, token, delivery, approve)
         request: Wire = {
             "token": token,
-            "calls": wire_calls,
-            "observe": observe,
+            "calls": wire_calls(entries),
+            "observe": batch.observed,
             "approval": approve is not None,
             "keep": list(self._held),
         }
         if method == "run":
             request["budget"] = budget
-        ref = getattr(self._actor, method).remote(self._key, request)
-        result: Wire | None = None
-        lost: BaseException | None = None
-        try:
-            async with anyio.create_task_group() as watchers:
-                if abort is not None:
-                    watchers.start_soon(self._forward_abort, abort, token)
-                async with anyio.create_task_group() as feed:
-                    if observe:
-                        feed.start_soon(self._poll, token, delivery, approve)
-                    try:
-                        result = await ref
-                    except RayActorError as exc:
-                        lost = exc
-                        feed.cancel_scope.cancel()
-                    else:
-                        if "lost" in result:
-                            feed.cancel_scope.cancel()  # the batch never started there
-                watchers.cancel_scope.cancel()
-        except anyio.get_cancelled_exc_class():
-            with (
-                anyio.CancelScope(shield=True),
-                anyio.move_on_after(ABORT_TIMEOUT_S),
-                contextlib.suppress(RayActorError),
-            ):
-                await self._actor.abort.remote(self._key, token)
-            raise
-        lost = lost or delivery.lost
+        result, lost = await batch.send(method, request, abort=abort)
         if lost is not None or result is None:
             self._lose(lost if lost is not None else "no answer")
             return self._lost_responses(entries, delivery, ran=True)
         if result.get("lost") == NOT_OPEN:
             self._lose("the host was restarted; the session opens again")
-            return None  # (its poll, if any, was ended with the feed below)
+            return None  # (its poll, if any, was ended with the feed)
         if method == "run":
             return result
         for event in result["events"]:
@@ -540,107 +434,26 @@ class SessionHandle:
         self._declared(result)
         return {"token": token, "responses": responses}
 
-    async def _forward_abort(self, abort: anyio.Event, token: int) -> None:
-        await abort.wait()
-        with contextlib.suppress(RayActorError):  # a lost batch is answered as lost
-            await self._actor.abort.remote(self._key, token)
-
-    async def _poll(
-        self,
-        token: int,
-        delivery: _Delivery,
-        approve: ApprovalCallback | None,
-    ) -> None:
-        """Fetch the batch's events until its last, answering approvals as they come."""
-        async with anyio.create_task_group() as asks:
-            try:
-                while True:
-                    answer: Wire = await self._actor.events.remote(self._key, token)
-                    for event in answer["events"]:
-                        if event[0] == "ask":
-                            asks.start_soon(self._answer, token, delivery, approve, event)
-                        else:
-                            delivery.take(event)
-                    if answer["done"]:
-                        break
-            except RayActorError as exc:
-                delivery.lost = exc  # the batch's own call fails too, and reports it
-
-    async def _answer(
-        self,
-        token: int,
-        delivery: _Delivery,
-        approve: ApprovalCallback | None,
-        event: list[Any],
-    ) -> None:
-        _, ask_id, ref, declaration = event
-        answer: bool | str = False
-        if approve is not None:
-            call = delivery.call(ref)
-            answer = await ask_approval(approve, call, decode_declarations([declaration])[0])
-        with contextlib.suppress(RayActorError):
-            await self._actor.answer.remote(self._key, token, ask_id, answer)
-
     # -- a lost host ------------------------------------------------------------------------
 
     def _lost_responses(
-        self, entries: list[Any], delivery: _Delivery, *, ran: bool
+        self, entries: list[Any], delivery: Delivery, *, ran: bool
     ) -> list[ToolCallResponse]:
-        calls = [stand_in_call(raw, index) for index, raw in enumerate(entries)]
-        if ran:
-            message = (
-                f"the session host of {self.session_id!r} was lost during this batch "
-                f"({self._lost_reason}); the call may or may not have run, and it was not "
-                f"run again; its workspace and processes are gone"
-            )
-        else:
-            message = (
-                f"the session host of {self.session_id!r} was lost earlier "
-                f"({self._lost_reason}); the call was not run"
-            )
-        ordered = sorted(
-            enumerate(calls),
-            key=lambda item: item[1].ordinal if item[1].ordinal is not None else item[0],
-        )
-        sorted_calls = [call for _, call in ordered]
-        responses = [
-            ToolCallResponse.failed(call, message, error_type=LOST_ERROR_TYPE)
-            for call in sorted_calls
-        ]
-        delivery.report_lost(responses, sorted_calls)
+        calls, responses = lost_responses(self.session_id, self._lost_reason, entries, ran=ran)
+        delivery.report_lost(responses, calls)
         return responses
 
     async def _lost_turn(
         self, responses: Sequence[ToolCallResponse], limit: Wire, from_host: Sequence[bool]
     ) -> Turn:
-        """The turn of a batch whose host is gone, bounded here (there is nothing to
-        persist): the host's responses are answered ``session_lost`` (their output was
-        never bounded), the ones made here are kept."""
-        answered: list[ToolCallResponse] = []
-        for response, hosted in zip(responses, from_host, strict=True):
-            if not hosted or response.error_type == LOST_ERROR_TYPE:
-                answered.append(response)
-                continue
-            call = ToolCall.model_construct(
-                id=response.call_id,
-                name=response.name,
-                args=response.call_args or {},
-                ordinal=None,
-                prompt_id=None,
-                invalid=None,
-            )
-            message = (
-                f"the session host of {self.session_id!r} was lost before this turn was "
-                f"completed ({self._lost_reason}); the call ran, but its result could not be "
-                f"bounded on its host and is not sent"
-            )
-            answered.append(ToolCallResponse.failed(call, message, error_type=LOST_ERROR_TYPE))
-        budget = limit.get("budget", self.config.budget)
-        finalized = await finalize_tool_responses(
-            answered, budget=budget, store=None, lifecycle_tools=self.config.lifecycle
+        return await lost_turn(
+            self.session_id,
+            self._lost_reason,
+            responses,
+            from_host,
+            budget=limit.get("budget", self.config.budget),
+            lifecycle_tools=self.config.lifecycle,
         )
-        parts = [part for response in finalized for part in response.parts]
-        return Turn(responses=finalized, parts=parts, stop_reason=None)
 
     async def _record(self, turn: Turn, recorder: Recorder | UseConfig | None) -> Turn:
         record = self.config.recorder if isinstance(recorder, UseConfig) else recorder

@@ -7,6 +7,10 @@ command; ``toolbatch.producers`` spawns through it.
 """
 
 from toolbatch.sandbox._bubblewrap import PROTECTED_NAMES, find_bubblewrap
+from toolbatch.sandbox._confinement import (
+    LandlockProbe as LandlockProbe,
+    NamespacesProbe as NamespacesProbe,
+)
 from toolbatch.sandbox._environment import (
     DEFAULT_INHERITED_ENV_VARS,
     SHELL_ENV_MODES as SHELL_ENV_MODES,
@@ -22,8 +26,6 @@ from toolbatch.sandbox._options import (
 )
 from toolbatch.sandbox._pinning import ScriptPins as ScriptPins, command_scripts as command_scripts
 from toolbatch.sandbox._policy import (
-    LandlockProbe as LandlockProbe,
-    NamespacesProbe as NamespacesProbe,
     ProcessPolicy as ProcessPolicy,
     open_process_policy,
     open_sandbox as open_sandbox,
@@ -42,10 +44,8 @@ from toolbatch.sandbox._reaper import (
     forget_group as forget_group,
     reap_with_host as reap_with_host,
 )
-from toolbatch.sandbox._spawner import (
-    SpawnedCommand as SpawnedCommand,
-    SpawnerLost as SpawnerLost,
-)
+from toolbatch.sandbox._spawned import SpawnedCommand as SpawnedCommand
+from toolbatch.sandbox._spawner import SpawnerLost as SpawnerLost
 
 __all__ = [
     "DEFAULT_INHERITED_ENV_VARS",

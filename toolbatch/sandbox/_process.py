@@ -10,9 +10,10 @@ members act on it) to the whole group, a grace period, then SIGKILL to whatever 
 the leader is reaped.
 
 :func:`open_group_process` (the shell's) starts the child with ``subprocess.Popen`` and waits
-for it on a pidfd, so it can be started from another thread (a sandbox's confined spawner,
-see ``toolbatch.sandbox._policy``) and needs no child-watcher thread; its group is registered with
-the host reaper (``toolbatch.sandbox._reaper``), so it dies with the host even on ``kill -9``.
+for it on a pidfd, so it can be started from another thread (a sandbox's confined spawner
+thread, see ``toolbatch.sandbox._confinement``) and needs no child-watcher thread; its group
+is registered with the host reaper (``toolbatch.sandbox._reaper``), so it dies with the host
+even on ``kill -9``.
 
 A command started under bubblewrap (``namespaced=True``) is a tree instead: the outer
 ``bwrap`` (the group leader the host started), its init (pid 1 of the command's PID

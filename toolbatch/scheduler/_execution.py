@@ -563,21 +563,17 @@ def _coerce_call(raw: object, index: int) -> tuple[ToolCall, str | None]:
         except ValidationError as exc:
             raw_id = raw.get("id")
             raw_name = raw.get("name")
-            stand_in = ToolCall.model_construct(
+            stand_in = ToolCall(
                 id=raw_id if isinstance(raw_id, str) and raw_id else f"invalid-call-{index}",
                 name=raw_name if isinstance(raw_name, str) and raw_name else "invalid_call",
-                args={},
                 ordinal=index,
-                prompt_id=None,
             )
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'call'}: {e['msg']}"
                 for e in exc.errors(include_url=False)[:5]
             )
             return stand_in, f"malformed tool call at position {index}: {problems}"
-    stand_in = ToolCall.model_construct(
-        id=f"invalid-call-{index}", name="invalid_call", args={}, ordinal=index, prompt_id=None
-    )
+    stand_in = ToolCall(id=f"invalid-call-{index}", name="invalid_call", ordinal=index)
     return stand_in, (
         f"malformed tool call at position {index}: expected an object with id, name and "
         f"args, got {type(raw).__name__}"

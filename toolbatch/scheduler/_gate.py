@@ -67,7 +67,7 @@ from toolbatch.hooks import (
     truncate_middle,
 )
 from toolbatch.permissions import SHELL_TOOL, Permissions
-from toolbatch.producers import shell_exit
+from toolbatch.producers import without_exit_line
 
 __all__ = [
     "Admitted",
@@ -451,8 +451,9 @@ def _tool_response(
 
     The shell's response is Claude Code's Bash output object (``stdout``, ``stderr``,
     ``interrupted``, ``isImage``); a command that exited non-zero is a failure whose error
-    starts ``Exit code N``, as Claude Code reports it. Other tools give the function
-    response body as the tool returned it (before the batch budget).
+    starts ``Exit code N`` (128 + N for a death by signal N), as Claude Code reports it. The
+    status is the response's ``returncode``, never read from the output. Other tools give
+    the function response body as the tool returned it (before the batch budget).
     """
     body: dict[str, JsonValue] = {}
     for part in response.parts:
@@ -464,8 +465,11 @@ def _tool_response(
     if call.name != SHELL_TOOL:
         return body, None
     output = body.get("output")
-    ended = shell_exit(output if isinstance(output, str) else "")
-    if ended.exit_code:
-        return body, f"Exit code {ended.exit_code}\n{ended.output}"
+    text = output if isinstance(output, str) else ""
+    code = response.returncode
+    if code is not None:
+        text = without_exit_line(text)
+        if code:
+            return body, f"Exit code {code if code > 0 else 128 - code}\n{text}"
     # stdout and stderr share one pipe, so the interleaved output is all in stdout.
-    return {"stdout": ended.output, "stderr": "", "interrupted": False, "isImage": False}, None
+    return {"stdout": text, "stderr": "", "interrupted": False, "isImage": False}, None

@@ -17,6 +17,7 @@ from toolbatch.service._protocol import (
     BatchRunParams as BatchRunParams,
     loads_json as loads_json,
     parse_batch as parse_batch,
+    plain_batch as plain_batch,
 )
 from toolbatch.service._service import serve, serve_stdio as serve_stdio
 

@@ -43,7 +43,8 @@ __all__ = [
 log = structlog.get_logger("toolbatch.service")
 
 WRITE_COALESCE_BYTES: Final = 1 * 2**20
-"""Queued output lines are packed into segments of up to this many bytes, one write each."""
+"""Queued output lines are packed into segments of up to this many bytes; the writer packs
+what is queued (segments and streams) into writes of about this size."""
 OUTPUT_HIGH_WATER_BYTES: Final = 8 * 2**20
 """Backpressure: while more than this is queued for stdout, no new request is read and
 progress reports with a message are dropped (status changes never are)."""
@@ -128,48 +129,93 @@ class _Outbox:
             await self._ready.wait()
         return self._items.popleft()
 
+    def get_nowait(self) -> bytearray | _Stream | None:
+        """The next segment or stream if one is queued now, else ``None``."""
+        return self._items.popleft() if self._items else None
+
 
 async def _write_loop(outbox: _Outbox, output: NonBlockingOutput, service: _Writer) -> None:
     """Write what is queued, in order, until the outbox closes or the output fails.
 
-    Whatever queued up while the last write waited goes out in the next one: a segment
-    (up to ``WRITE_COALESCE_BYTES`` of whole lines) is one ``output.write``, which writes
-    as much per wake-up as the reader takes.
+    Whatever queued up while the last write waited goes out in the next one: segments and
+    streams queued now are packed into writes of about ``WRITE_COALESCE_BYTES`` (a batch's
+    "queued" lines, its status lines and its answer are one write, not three), and each
+    ``output.write`` writes as much per wake-up as the reader takes. An item counts as
+    written (``service.written``) once the write holding its last byte returns.
     """
     while True:
         item = await outbox.get()
         if item is None:
             return
+        pending = _Pending(output.write, service)
         try:
-            if isinstance(item, bytearray):
-                try:
-                    await output.write(item)
-                finally:
-                    service.written(len(item))
-            else:
-                try:
-                    await _write_streamed(item.pieces, output.write)
-                finally:
-                    service.written(item.size)
+            while item is not None:
+                await pending.add(item)
+                del item  # released as written, not held while the next one is awaited
+                item = outbox.get_nowait() if pending.size < WRITE_COALESCE_BYTES else None
+            await pending.flush()
         except OSError as exc:
             log.warning("service.output_closed", error=str(exc))
             outbox.abandon()
             service.stop()
             return
-        del item  # released as written, not held while the next one is awaited
+        finally:
+            pending.release()
 
 
-async def _write_streamed(pieces: Iterator[str], write: Callable[[bytes], Awaitable[None]]) -> None:
-    """Write ``pieces`` in writes of about ``WRITE_COALESCE_BYTES``, as they are made."""
-    buffered: list[str] = []
-    size = 0
-    for piece in pieces:
-        buffered.append(piece)
-        size += len(piece)
-        if size >= WRITE_COALESCE_BYTES:
-            data = "".join(buffered).encode("utf-8")
-            buffered.clear()
-            size = 0
-            await write(data)
-    if buffered:
-        await write("".join(buffered).encode("utf-8"))
+class _Pending:
+    """Output taken from the outbox and not written yet, with the sizes it counts for."""
+
+    def __init__(
+        self, write: Callable[[bytes | bytearray], Awaitable[None]], service: _Writer
+    ) -> None:
+        self._write = write
+        self._service = service
+        self._buffer = bytearray()
+        self._counted = 0
+        """What the items whose last byte is in the buffer count toward the mark."""
+        self._taking = 0
+        """What the stream being made counts, while it is made."""
+
+    @property
+    def size(self) -> int:
+        return len(self._buffer)
+
+    async def add(self, item: bytearray | _Stream) -> None:
+        if isinstance(item, bytearray):
+            if not self._buffer and len(item) >= WRITE_COALESCE_BYTES:
+                self._counted += len(item)
+                self._buffer = item  # a full segment goes out as it is, not copied
+            else:
+                self._buffer += item
+                self._counted += len(item)
+        else:
+            self._taking = item.size
+            for piece in item.pieces:
+                self._buffer += piece.encode("utf-8")
+                if len(self._buffer) >= WRITE_COALESCE_BYTES:
+                    await self.flush()
+            self._counted += self._taking
+            self._taking = 0
+        if len(self._buffer) >= WRITE_COALESCE_BYTES:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write the buffer; the items it ended count as written, even if the write fails."""
+        data, self._buffer = self._buffer, bytearray()
+        try:
+            if data:
+                await self._write(data)
+        finally:
+            counted, self._counted = self._counted, 0
+            if counted:
+                self._service.written(counted)
+
+    def release(self) -> None:
+        """Count what was taken but not written as written (the output failed or the
+        writer was cancelled): the mark must not hold reading back for ever."""
+        counted = self._counted + self._taking
+        self._counted = self._taking = 0
+        self._buffer = bytearray()
+        if counted:
+            self._service.written(counted)

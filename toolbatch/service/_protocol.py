@@ -89,6 +89,7 @@ __all__ = [
     "BatchRunParams",
     "loads_json",
     "parse_batch",
+    "plain_batch",
 ]
 
 SERVICE_PROTOCOL_VERSION: Final = 1
@@ -217,7 +218,7 @@ _PLAIN_BATCH_KEYS: Final = frozenset({"calls", "budget"})
 _PLAIN_CALL_KEYS: Final = frozenset({"id", "name", "args"})
 
 
-def _plain_batch(params: dict[str, Any]) -> tuple[list[ToolCall], int | None] | None:
+def plain_batch(params: dict[str, Any]) -> tuple[list[ToolCall], int | None] | None:
     """The calls and budget of ``params`` when they plainly have the right shape, built
     without a model per call; ``None`` sends the params through ``parse_batch``.
 

@@ -50,12 +50,12 @@ from toolbatch.service._protocol import (
     IdKey,
     _id_key,
     _JsonRpcError,
-    _plain_batch,
     _short,
     _valid_id,
     _validate,
     loads_json,
     parse_batch,
+    plain_batch,
 )
 from toolbatch.transports import dumps_json_line
 
@@ -320,7 +320,7 @@ class _Service:
                 f'batch/run params must be an object {{"calls": [...], "budget": ...}}, got '
                 f"{_short(params)}",
             )
-        plain = _plain_batch(params)
+        plain = plain_batch(params)
         if plain is None:
             try:
                 batch = parse_batch(params)

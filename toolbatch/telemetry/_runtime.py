@@ -13,7 +13,6 @@ extracted) is still propagated to child processes, as the API's no-op tracer wou
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 import sys
 from collections.abc import Callable
@@ -56,14 +55,17 @@ log = structlog.get_logger("toolbatch.telemetry")
 INSTRUMENTATION_NAME: Final = "toolbatch"
 
 
+@functools.cache
 def _version() -> str:
+    """toolbatch's version, read once a tracer or meter is made (reading the installed
+    metadata costs a few milliseconds of every start, telemetry on or off)."""
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("toolbatch")
     except importlib.metadata.PackageNotFoundError:  # running from a source tree
         return "0"
 
-
-INSTRUMENTATION_VERSION: Final = _version()
 
 _PROVIDER_VARIABLES: Final = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 _NO_SDK_METER_PROVIDERS: Final = frozenset({"_ProxyMeterProvider", "NoOpMeterProvider"})
@@ -230,9 +232,9 @@ class Otel:
         tracer = self.tracers.get(key)
         if tracer is None:
             if provider is None:
-                tracer = self.trace.get_tracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+                tracer = self.trace.get_tracer(INSTRUMENTATION_NAME, _version())
             else:
-                tracer = provider.get_tracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+                tracer = provider.get_tracer(INSTRUMENTATION_NAME, _version())
             self.tracers[key] = tracer
         return tracer
 
@@ -245,9 +247,9 @@ class Otel:
             if provider is None:
                 from opentelemetry import metrics
 
-                meter = metrics.get_meter(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+                meter = metrics.get_meter(INSTRUMENTATION_NAME, _version())
             else:
-                meter = provider.get_meter(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION)
+                meter = provider.get_meter(INSTRUMENTATION_NAME, _version())
             instruments = self.instruments[key] = Instruments(meter)
         return instruments
 

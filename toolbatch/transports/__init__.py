@@ -17,19 +17,21 @@ from toolbatch.transports._acp_projection import (
     ACP_TOOL_RESULT_JSON_BYTES as ACP_TOOL_RESULT_JSON_BYTES,
     project_acp_update,
 )
+from toolbatch.transports._display import (
+    display_text as display_text,
+    tool_result_content as tool_result_content,
+)
 from toolbatch.transports._headless import (
     DUAL_OUTPUT_PROTOCOL_VERSION as DUAL_OUTPUT_PROTOCOL_VERSION,
     OutputAdapter as OutputAdapter,
     OutputFormat as OutputFormat,
     ProgressStatus as ProgressStatus,
-    display_text as display_text,
-    dumps_json_line as dumps_json_line,
     make_output_adapter as make_output_adapter,
-    tool_result_content as tool_result_content,
 )
 from toolbatch.transports._json_string import (
     HEADLESS_MARKER as HEADLESS_MARKER,
     HEADLESS_TOOL_RESULT_JSON_BYTES as HEADLESS_TOOL_RESULT_JSON_BYTES,
+    dumps_json_line as dumps_json_line,
     json_string_bytes as json_string_bytes,
     project_json_string as project_json_string,
 )

@@ -68,7 +68,6 @@ so readers must split on ``"\\n"``, never with ``str.splitlines()``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -78,22 +77,15 @@ from types import TracebackType
 from typing import Any, Final, Literal, Protocol, TextIO, TypeAlias
 
 import structlog
-from pydantic import JsonValue
-from pydantic_core import PydanticSerializationError, to_json
 
-from toolbatch._core import (
-    FileDataPart,
-    FunctionResponsePart,
-    InlineDataPart,
-    TextPart,
-    ToolCall,
-    ToolCallResponse,
-    base64_decoded_size,
-)
+from toolbatch._core import ToolCall, ToolCallResponse
 from toolbatch.errors import ConfigError
+from toolbatch.transports._display import tool_result_content
 from toolbatch.transports._json_string import (
     HEADLESS_MARKER,
     HEADLESS_TOOL_RESULT_JSON_BYTES,
+    dumps_json_line,
+    join_surrogate_pair,
     project_json_string,
 )
 
@@ -102,10 +94,7 @@ __all__ = [
     "OutputAdapter",
     "OutputFormat",
     "ProgressStatus",
-    "display_text",
-    "dumps_json_line",
     "make_output_adapter",
-    "tool_result_content",
 ]
 
 log = structlog.get_logger(__name__)
@@ -124,62 +113,6 @@ _SURROGATE_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 Event: TypeAlias = dict[str, Any]
-
-
-def display_text(response: ToolCallResponse) -> str:
-    """What a person is shown of ``response``, unbounded (media aside).
-
-    ``display`` when it is a non-blank string; the ``text`` of a display object whose
-    ``text`` is a string (an MCP result's ``{"text", "media", "structuredContent",
-    "isError"}``); a JSON rendering of any other non-null ``display``; the error message of
-    a failed response; else the model-facing text (``output`` and ``error`` of function
-    responses and top-level text, one per line).
-    """
-    display = response.display
-    if isinstance(display, str):
-        if display.strip():
-            return display
-    elif isinstance(display, dict) and isinstance(text := display.get("text"), str):
-        if text.strip() or not response.error:
-            return text
-    elif display is not None:
-        return json.dumps(display, ensure_ascii=False)
-    if response.error:
-        return response.error
-    texts: list[str] = []
-    for part in response.parts:
-        if isinstance(part, FunctionResponsePart):
-            body = part.function_response.response
-            for key in ("error", "output"):
-                value = body.get(key)
-                if isinstance(value, str):
-                    texts.append(value)
-                elif value is not None:
-                    texts.append(json.dumps(value, ensure_ascii=False))
-        elif isinstance(part, TextPart):
-            texts.append(part.text)
-    return "\n".join(texts)
-
-
-def media_lines(response: ToolCallResponse) -> list[str]:
-    """One line per media part of ``response``: ``[image/png image, 4,033 bytes]``."""
-    lines = []
-    for part in response.parts:
-        if isinstance(part, InlineDataPart):
-            data = part.inline_data
-            kind = data.mime_type.split("/", 1)[0]
-            lines.append(f"[{data.mime_type} {kind}, {base64_decoded_size(data.data):,} bytes]")
-        elif isinstance(part, FileDataPart):
-            lines.append(f"[{part.file_data.mime_type} file: {part.file_data.file_uri}]")
-    return lines
-
-
-def tool_result_content(response: ToolCallResponse) -> str:
-    """What headless events show of ``response``, unbounded: its ``display_text``, then a
-    line per media part."""
-    text = display_text(response)
-    media = media_lines(response)
-    return "\n".join([text, *media]) if text else "\n".join(media)
 
 
 def make_output_adapter(
@@ -460,35 +393,13 @@ class OutputAdapter:
                 sink.emit(event)
 
 
-def dumps_json_line(value: JsonValue | Event) -> str:
-    """``value`` as one line of ``JSON.stringify``-compatible JSON (no trailing newline).
-
-    Compact, UTF-8 characters raw; a high surrogate followed by a low one is written as the
-    character they form, every other surrogate as a ``\\udXXX`` escape, non-finite floats as
-    ``null``: exactly what JavaScript writes, and always encodable as UTF-8.
-    """
-    try:
-        return to_json(value, inf_nan_mode="null").decode()
-    except PydanticSerializationError:
-        pass
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    text = _SURROGATE_PAIR.sub(_join_pair, text)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _printable(text: str) -> str:
     """``text`` writable to any UTF-8 stream: halves joined, lone surrogates as U+FFFD."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", _SURROGATE_PAIR.sub(_join_pair, text))
+        return _SURROGATE.sub("\ufffd", _SURROGATE_PAIR.sub(join_surrogate_pair, text))
     return text
-
-
-def _join_pair(match: re.Match[str]) -> str:
-    pair = match.group()
-    high, low = pair[0], pair[1]
-    return chr(0x10000 + ((ord(high) - 0xD800) << 10) + (ord(low) - 0xDC00))
 
 
 class _TextSink:

@@ -1,4 +1,5 @@
-"""JSON-string byte accounting and single-string preview selection, as JavaScript sees them.
+"""JSON as JavaScript writes it: byte accounting, single-string preview selection, and
+``JSON.stringify``-compatible lines (``dumps_json_line``, what every transport writes).
 
 Transport budgets are stated in UTF-8 bytes of ``JSON.stringify(value)``, so a Python
 consumer and a JavaScript one agree to the byte. For strings without surrogates
@@ -14,10 +15,12 @@ code points from each end of the string, so a 1 GB string projects as fast as a 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
+from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json
 
 from toolbatch._core import splits_pair
@@ -26,6 +29,8 @@ from toolbatch.errors import ConfigError
 __all__ = [
     "HEADLESS_MARKER",
     "HEADLESS_TOOL_RESULT_JSON_BYTES",
+    "dumps_json_line",
+    "join_surrogate_pair",
     "json_string_bytes",
     "project_json_string",
 ]
@@ -205,3 +210,26 @@ def _fit_suffix(s: str, budget: int, *, floor: int) -> int:
         else:
             step //= 2
     return start
+
+
+def dumps_json_line(value: JsonValue | dict[str, Any]) -> str:
+    """``value`` as one line of ``JSON.stringify``-compatible JSON (no trailing newline).
+
+    Compact, UTF-8 characters raw; a high surrogate followed by a low one is written as the
+    character they form, every other surrogate as a ``\\udXXX`` escape, non-finite floats as
+    ``null``: exactly what JavaScript writes, and always encodable as UTF-8.
+    """
+    try:
+        return to_json(value, inf_nan_mode="null").decode()
+    except PydanticSerializationError:
+        pass
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = _SURROGATE_PAIR.sub(join_surrogate_pair, text)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def join_surrogate_pair(match: re.Match[str]) -> str:
+    """The character a matched high and low surrogate form (for ``re.sub``)."""
+    pair = match.group()
+    high, low = pair[0], pair[1]
+    return chr(0x10000 + ((ord(high) - 0xD800) << 10) + (ord(low) - 0xDC00))

@@ -21,42 +21,34 @@ reachable but does not speak it, the legacy HTTP+SSE transport through the SDK's
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib.metadata
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
 
 import anyio
 import anyio.abc
-import httpx2
 import mcp_types as types
 import structlog
 from mcp.client.session import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from toolbatch.errors import McpError
 from toolbatch.producers._base import ProgressCallback
-from toolbatch.producers.mcp._config import (
-    HttpServerConfig,
-    ServerConfig,
-    StdioServerConfig,
+from toolbatch.producers.mcp._config import ServerConfig, StdioServerConfig
+from toolbatch.producers.mcp._generation import (
+    Generation,
+    TransportKind,
+    list_tools,
+    open_session,
+    other_protocol,
+    root_cause,
+    start_failure,
+    stderr_tail,
 )
-from toolbatch.producers.mcp._documents import read_env_file
-from toolbatch.producers.mcp._limits import (
-    bounded_http_client,
-    bounded_http_client_factory,
-    oversized_failure_message,
-)
-from toolbatch.producers.mcp._stdio import (
-    DEFAULT_STDIN_CLOSE_GRACE_S,
-    StdioTransport,
-    open_stdio_transport,
-)
+from toolbatch.producers.mcp._limits import oversized_failure_message
+from toolbatch.producers.mcp._stdio import DEFAULT_STDIN_CLOSE_GRACE_S
 from toolbatch.sandbox import ScriptPins
 
 __all__ = [
@@ -76,16 +68,6 @@ DEFAULT_RESTART_BACKOFF_S: Final = 2.0
 (``McpServers(restart_backoff_s=...)``)."""
 EXIT_REPORT_WAIT_S: Final = 3.0
 """How long a call whose server died waits for its exit status, to report it."""
-HTTP_CONNECT_TIMEOUT_S: Final = 30.0
-HTTP_READ_TIMEOUT_S: Final = 300.0
-"""An idle SSE stream may stay open this long; calls are bounded by their own timeout."""
-STDERR_LINES_IN_ERRORS: Final = 5
-
-try:
-    _VERSION = importlib.metadata.version("toolbatch")
-except importlib.metadata.PackageNotFoundError:  # running from a source tree
-    _VERSION = "0"
-CLIENT_INFO: Final = types.Implementation(name="toolbatch", version=_VERSION)
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,33 +76,6 @@ class CallFailure:
 
     message: str
     type: str
-
-
-@dataclass(slots=True, eq=False)
-class _Generation:
-    number: int
-    settled: anyio.Event = field(default_factory=anyio.Event)
-    lost: anyio.Event = field(default_factory=anyio.Event)
-    stopped: anyio.Event = field(default_factory=anyio.Event)
-    relist: anyio.Event = field(default_factory=anyio.Event)
-    session: ClientSession | None = None
-    transport: StdioTransport | None = None
-    failure: McpError | None = None
-    failed_at: float | None = None
-    died_starting: bool = False
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-async def _log_server_message(params: types.LoggingMessageNotificationParams) -> None:
-    log.debug("mcp.server_log", level=params.level, logger=params.logger, data=params.data)
-
-
-_Transport = Literal["stdio", "streamable-http", "sse"]
 
 
 class McpConnection:
@@ -169,7 +124,7 @@ class McpConnection:
         self.restart_backoff_s = restart_backoff_s
         self.stdin_close_grace_s = stdin_close_grace_s
         self._on_tools_changed = on_tools_changed
-        self._resolved: _Transport | None = None
+        self._resolved: TransportKind | None = None
         self.timeout_s: float = (
             config.timeout_s if config.timeout_s is not None else default_timeout_s
         )
@@ -181,7 +136,7 @@ class McpConnection:
         self.session_id: str | None = None
         """The streamable-HTTP session id the server assigned (told to telemetry)."""
         self.restarts = 0
-        self._generation: _Generation | None = None
+        self._generation: Generation | None = None
         self._count = 0
         self._closing = False
         self._wanted: anyio.Event | None = None
@@ -261,15 +216,15 @@ class McpConnection:
         if self._wanted is not None:
             self._wanted.set()
 
-    def _start_generation(self) -> _Generation:
+    def _start_generation(self) -> Generation:
         self._count += 1
-        generation = _Generation(number=self._count)
+        generation = Generation(number=self._count)
         self._generation = generation
         assert self._wanted is not None
         self._wanted.set()
         return generation
 
-    async def _run(self, generation: _Generation) -> None:
+    async def _run(self, generation: Generation) -> None:
         try:
             candidates = self._transports()
             for index, kind in enumerate(candidates):
@@ -278,14 +233,14 @@ class McpConnection:
                     break
                 except Exception as exc:
                     fallback = index + 1 < len(candidates)
-                    if generation.settled.is_set() or not fallback or not _other_protocol(exc):
+                    if generation.settled.is_set() or not fallback or not other_protocol(exc):
                         raise
                     log.info(
                         "mcp.transport_fallback",
                         server=self.name,
                         tried=kind,
                         next=candidates[index + 1],
-                        error=repr(_root_cause(exc)),
+                        error=repr(root_cause(exc)),
                     )
             if not self._closing:
                 self._log_exit(generation)
@@ -295,10 +250,17 @@ class McpConnection:
                     "mcp.server_lost",
                     server=self.name,
                     generation=generation.number,
-                    error=repr(_root_cause(exc)),
+                    error=repr(root_cause(exc)),
                 )
             else:
-                generation.failure = self._start_failure(generation, _root_cause(exc))
+                generation.failure = start_failure(
+                    generation,
+                    root_cause(exc),
+                    name=self.name,
+                    config=self.config,
+                    start_timeout_s=self.start_timeout_s,
+                    start_timeout_source=self.start_timeout_source,
+                )
                 generation.failed_at = anyio.current_time()
                 log.warning("mcp.server_failed", server=self.name, error=str(generation.failure))
         finally:
@@ -307,7 +269,7 @@ class McpConnection:
             generation.settled.set()
             generation.stopped.set()
 
-    def _transports(self) -> list[_Transport]:
+    def _transports(self) -> list[TransportKind]:
         config = self.config
         if isinstance(config, StdioServerConfig):
             return ["stdio"]
@@ -317,14 +279,25 @@ class McpConnection:
             return ["streamable-http", "sse"]
         return [config.transport]
 
-    async def _serve(self, generation: _Generation, kind: _Transport) -> None:
+    async def _serve(self, generation: Generation, kind: TransportKind) -> None:
         """One generation on one transport: start, list the tools, serve until lost."""
         started = anyio.current_time()
-        async with self._open(generation, kind) as session:
+        opening = open_session(
+            generation,
+            kind,
+            name=self.name,
+            config=self.config,
+            pins=self.pins,
+            max_message_bytes=self.max_message_bytes,
+            stdin_close_grace_s=self.stdin_close_grace_s,
+            on_message=functools.partial(self._on_message, generation),
+            on_session_id=self._note_session_id,
+        )
+        async with opening as session:
             try:
                 with anyio.fail_after(self.start_timeout_s):
                     initialized = await session.initialize()
-                    tools = await _list_tools(session)
+                    tools = await list_tools(session)
             except Exception:
                 # Its output ended before ours did: the server exited by itself (what ends
                 # it after this point is our shutdown, whose exit status says nothing).
@@ -352,15 +325,15 @@ class McpConnection:
                 await generation.lost.wait()
                 tg.cancel_scope.cancel()
 
-    async def _relist_on_request(self, generation: _Generation, session: ClientSession) -> None:
+    async def _relist_on_request(self, generation: Generation, session: ClientSession) -> None:
         while True:
             await generation.relist.wait()
             generation.relist = anyio.Event()
             try:
                 with anyio.fail_after(self.start_timeout_s):
-                    tools = await _list_tools(session)
+                    tools = await list_tools(session)
             except Exception as exc:  # the old list stays; the next notification retries
-                log.warning("mcp.relist_failed", server=self.name, error=repr(_root_cause(exc)))
+                log.warning("mcp.relist_failed", server=self.name, error=repr(root_cause(exc)))
                 continue
             self._set_tools(tools)
             log.info("mcp.tools_relisted", server=self.name, tools=len(tools))
@@ -371,19 +344,22 @@ class McpConnection:
         if self._on_tools_changed is not None:
             self._on_tools_changed(self.name)
 
-    async def _on_message(self, generation: _Generation, message: Any) -> None:
+    async def _on_message(self, generation: Generation, message: Any) -> None:
         if isinstance(message, Exception):
             log.debug("mcp.transport_error", server=self.name, error=repr(message))
         elif isinstance(message, types.ToolListChangedNotification):
             generation.relist.set()
 
-    def _log_exit(self, generation: _Generation) -> None:
+    def _note_session_id(self, session_id: str) -> None:
+        self.session_id = session_id
+
+    def _log_exit(self, generation: Generation) -> None:
         transport = generation.transport
         if transport is None:
             reason, tail = "the connection was lost", []
         else:
             reason = transport.close_reason or transport.exit_status()
-            tail = list(transport.stderr_tail)[-STDERR_LINES_IN_ERRORS:]
+            tail = stderr_tail(transport)
         log.warning(
             "mcp.server_exited",
             server=self.name,
@@ -391,139 +367,6 @@ class McpConnection:
             reason=reason,
             stderr_tail=tail,
         )
-
-    @contextlib.asynccontextmanager
-    async def _open(
-        self, generation: _Generation, kind: _Transport
-    ) -> AsyncIterator[ClientSession]:
-        config = self.config
-        handler = functools.partial(self._on_message, generation)
-        if isinstance(config, StdioServerConfig):
-            changed = self.pins.changed()
-            if changed is not None:
-                log.warning("mcp.script_changed", server=self.name, reason=changed)
-                raise McpError(
-                    f"MCP server {self.name!r} was not started: {changed}", server=self.name
-                )
-            async with open_stdio_transport(
-                self._with_env_file(config),
-                server=self.name,
-                max_message_bytes=self.max_message_bytes,
-                on_close=generation.lost.set,
-                stdin_close_grace_s=self.stdin_close_grace_s,
-            ) as transport:
-                generation.transport = transport
-                async with self._session(
-                    transport.read_stream, transport.write_stream, handler
-                ) as session:
-                    yield session
-            return
-        assert isinstance(config, HttpServerConfig)
-        if kind == "sse":
-            async with (
-                sse_client(
-                    config.url,
-                    headers=config.headers,
-                    timeout=HTTP_CONNECT_TIMEOUT_S,
-                    sse_read_timeout=HTTP_READ_TIMEOUT_S,
-                    httpx_client_factory=bounded_http_client_factory(self.max_message_bytes),
-                ) as (read_stream, write_stream),
-                self._session(read_stream, write_stream, handler) as session,
-            ):
-                yield session
-            return
-        timeout = httpx2.Timeout(HTTP_CONNECT_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
-        limit = self.max_message_bytes  # one event or JSON body at most (_limits.py)
-        async with (
-            bounded_http_client(
-                config.headers,
-                timeout,
-                max_message_bytes=limit,
-                response_hooks=[self._note_session_id],
-            ) as client,
-            streamable_http_client(config.url, http_client=client, max_sse_event_size=limit) as (
-                read_stream,
-                write_stream,
-            ),
-            self._session(read_stream, write_stream, handler) as session,
-        ):
-            yield session
-
-    def _with_env_file(self, config: StdioServerConfig) -> StdioServerConfig:
-        if config.env_file is None:
-            return config
-        try:
-            variables = read_env_file(config.env_file, cwd=config.cwd)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise McpError(
-                f"MCP server {self.name!r} could not be started: its envFile "
-                f"{config.env_file!r} cannot be read ({getattr(exc, 'strerror', None) or exc}); "
-                f"fix the path (relative paths start at the server's cwd) or remove 'envFile'",
-                server=self.name,
-            ) from exc
-        return config.model_copy(update={"env": {**variables, **config.env}})
-
-    async def _note_session_id(self, response: httpx2.Response) -> None:
-        session_id = response.headers.get("mcp-session-id")
-        if session_id:
-            self.session_id = session_id
-
-    def _session(self, read_stream: Any, write_stream: Any, handler: Any) -> ClientSession:
-        return ClientSession(
-            read_stream,
-            write_stream,
-            client_info=CLIENT_INFO,
-            logging_callback=_log_server_message,
-            message_handler=handler,
-        )
-
-    def _start_failure(self, generation: _Generation, exc: BaseException) -> McpError:
-        if isinstance(exc, McpError):
-            return exc
-        config = self.config
-        where = f"MCP server {self.name!r}"
-        transport = generation.transport
-        if isinstance(exc, OSError) and transport is None and isinstance(config, StdioServerConfig):
-            message = (
-                f"{where} could not be started: {exc.strerror or exc} running "
-                f"{config.command!r}; check its 'command', 'args' and 'cwd'"
-            )
-        elif isinstance(exc, TimeoutError):
-            message = (
-                f"{where} did not finish start-up (initialize and tools/list) within "
-                f"{self.start_timeout_s:g} s ({self.start_timeout_source}); if it is only "
-                f"slow, raise 'startup_timeout_sec' in its entry, or for every server "
-                f"--mcp-startup-timeout SECONDS (toolbatch run, serve, acp), "
-                f"SchedulerConfig(mcp_startup_timeout=...) or MCP_TIMEOUT (milliseconds)"
-            )
-        elif (
-            generation.died_starting and transport is not None and transport.returncode is not None
-        ):
-            # The exit status says more than the broken pipe it caused.
-            message = f"{where} exited during start-up with {transport.exit_status()}"
-            if transport.close_reason and "stdin" not in transport.close_reason:
-                message += f" ({transport.close_reason})"
-        elif transport is not None and transport.closed.is_set():
-            reason = transport.close_reason or f"the server exited ({transport.exit_status()})"
-            message = f"{where} stopped during start-up: {reason}"
-        elif isinstance(exc, httpx2.ConnectError):
-            url = config.url if isinstance(config, HttpServerConfig) else ""
-            refused = _caused_by(exc, ConnectionRefusedError) or "refused" in str(exc).lower()
-            why = "connection refused" if refused else str(exc) or type(exc).__name__
-            message = f"{where} at {url!r} could not be reached: {why}; is the server running?"
-        elif isinstance(exc, MCPError):
-            message = f"{where} refused start-up: {exc.message} (JSON-RPC error {exc.code})"
-            if isinstance(config, HttpServerConfig) and config.transport == "auto":
-                message += "; it answered neither as streamable HTTP nor as HTTP+SSE"
-        elif isinstance(exc, httpx2.HTTPError):
-            url = config.url if isinstance(config, HttpServerConfig) else ""
-            message = f"{where} at {url!r} could not be reached: {exc!r}"
-        else:
-            message = f"{where} failed during start-up: {exc!r}"
-        if transport is not None and transport.stderr_tail:
-            tail = list(transport.stderr_tail)[-STDERR_LINES_IN_ERRORS:]
-            message += "; its last stderr lines: " + " | ".join(tail)
-        return McpError(message, server=self.name)
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -593,7 +436,7 @@ class McpConnection:
         acquired = await self._acquire()
         return acquired.message if isinstance(acquired, CallFailure) else None
 
-    async def _acquire(self) -> _Generation | CallFailure:
+    async def _acquire(self) -> Generation | CallFailure:
         for _attempt in range(2):
             if self._closing:
                 return self._unavailable("is shut down")
@@ -621,7 +464,7 @@ class McpConnection:
     def _unavailable(self, why: str) -> CallFailure:
         return CallFailure(f"MCP server {self.name!r} {why}", "mcp_server_unavailable")
 
-    async def _lost_during(self, generation: _Generation, tool: str) -> CallFailure:
+    async def _lost_during(self, generation: Generation, tool: str) -> CallFailure:
         generation.lost.set()
         with anyio.move_on_after(EXIT_REPORT_WAIT_S):
             await generation.stopped.wait()
@@ -642,40 +485,9 @@ class McpConnection:
         )
 
 
-def _other_protocol(exc: BaseException) -> bool:
-    """Whether a failed streamable-HTTP start means "reachable, but speaks something else"."""
-    cause = _root_cause(exc)
-    if isinstance(cause, httpx2.ConnectError | httpx2.TimeoutException | TimeoutError):
-        return False
-    return isinstance(cause, MCPError | httpx2.HTTPError)
-
-
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    seen: BaseException | None = exc
-    for _ in range(10):
-        if seen is None:
-            return False
-        if isinstance(seen, kind):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def _progress_forwarder(report: ProgressCallback) -> ProgressFnT:
     async def forward(progress: float, total: float | None, message: str | None) -> None:
         fraction = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         report(f"{message} ({fraction})" if message else fraction)
 
     return forward
-
-
-async def _list_tools(session: ClientSession) -> list[types.Tool]:
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools

@@ -112,8 +112,10 @@ class McpToolProducer:
             protocol_version=connection.protocol_version,
             session_id=connection.session_id,
         )
+        # ``args`` is the call's own dict: scrubbing copies only what it changes, and the
+        # SDK validates the arguments into its request (a copy of ours would be a third).
         outcome = await connection.call_tool(
-            tool, scrub_surrogates(dict(call.args)), timeout_s=timeout_s, progress=progress
+            tool, scrub_surrogates(call.args), timeout_s=timeout_s, progress=progress
         )
         if isinstance(outcome, CallFailure):
             traced.finished(outcome.type)
