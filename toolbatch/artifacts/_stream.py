@@ -3,8 +3,10 @@
 A stream buffers ``STREAM_FLUSH_BYTES`` and then hashes and writes them in worker threads
 (side by side from ``PARALLEL_HASH_BYTES`` on; the write is one hop, not a hop per chunk:
 each hop waits for the event loop to hand it the next, which under load dominated the
-stream's time), keeps at most what the store's caps leave,
-moves to the fallback directory if the primary breaks midway, and is published by
+stream's time). It writes behind: ``write`` returns once a full buffer is handed over, so
+the caller fills the next one meanwhile; one flush is in flight at a time, settled before
+the next, at ``sync_early`` and at ``commit``. It keeps at most what the store's caps
+leave, moves to the fallback directory if the primary breaks midway, and is published by
 ``commit`` like a one-shot write (fsync, rename, group-committed directory fsync).
 """
 
