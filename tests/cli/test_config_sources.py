@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli._support import ECHO_MCP_SERVER, TOOLBATCH, invoke_toolbatch
+from tests.cli._support import ECHO_MCP_SERVER, TOOLBATCH, invoke_toolbatch, run_toolbatch
 from toolbatch import ToolCall, ToolScheduler, default_registry
 from toolbatch.cli._config_sources import split_rules
 from toolbatch.cli._options import _parser
@@ -270,8 +270,10 @@ def test_an_unknown_setting_source_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_disallowed_tools_deny_and_hide(tmp_path: Path) -> None:
     """--disallowedTools: a scoped rule denies matching calls, naming the flag; a bare
-    name removes the tools from the model's list."""
-    done = invoke_toolbatch(
+    name removes the tools from the model's list. A real process: the hidden server may
+    still be starting when the run ends, and its process is then left unwaited (reaped at
+    the command's exit; in this process it would be a zombie and a ResourceWarning)."""
+    done = run_toolbatch(
         *RUN,
         "--disallowedTools",
         "Bash(rm *),mcp__t",
