@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 import toolbatch
-from tests.cli._support import run_toolbatch
+from tests.cli._support import invoke_toolbatch, run_toolbatch
 from toolbatch.artifacts._home import (
     LOCK_NAME,
     SESSION_MAX_AGE_S,
@@ -247,7 +247,7 @@ def test_the_artifacts_command_lists_and_cleans(state_dir: Path) -> None:
 @pytest.mark.parametrize("bad", ["7", "3x", "-1d", "d", "nanh"])
 def test_a_bad_duration_is_a_usage_error(bad: str) -> None:
     """--older-than needs a number and a unit; anything else exits 2 and says so."""
-    done = run_toolbatch("artifacts", "clean", f"--older-than={bad}")
+    done = invoke_toolbatch("artifacts", "clean", f"--older-than={bad}")
     assert done.returncode == 2
     assert "such as 12h or 7d" in done.stderr.decode()
     assert done.stdout == b""

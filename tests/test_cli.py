@@ -19,7 +19,13 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.cli._support import TOOLBATCH, processes_with, run_toolbatch, write_mcp_config
+from tests.cli._support import (
+    TOOLBATCH,
+    invoke_toolbatch,
+    processes_with,
+    run_toolbatch,
+    write_mcp_config,
+)
 from tests.transports.strategies import reference_payload_bytes
 from toolbatch import load_session, parts_adapter
 from toolbatch.cli._main import main
@@ -145,7 +151,7 @@ def test_run_json_bounds_tool_results_and_leaves_the_model_parts_alone(tmp_path:
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps(calls))
     record = tmp_path / "session.jsonl"
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         "run",
         str(batch),
         "--output-format",

@@ -21,6 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
+@pytest.fixture(autouse=True)
+def _temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples' own temp directories (``scripted_loop.py`` keeps its workdir for the
+    reader to look at) go under the test's ``tmp_path``, which pytest removes, not ``/tmp``."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
 def _run(
     script: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -82,7 +82,7 @@ def _open_depth(text: str) -> int:
     return deepest
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=scaled(300), deadline=None)
 @given(_values, st.integers(0, 8), st.integers(1, 12), st.data())
 def test_a_cut_document_is_judged_by_the_levels_it_opened(
     value: JsonValue, extra: int, limit: int, data: st.DataObject

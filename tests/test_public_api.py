@@ -7,7 +7,12 @@ import importlib
 import pytest
 
 import toolbatch
+from tests.integrations._support import INTEGRATIONS
 from toolbatch.errors import ConfigError
+
+# The framework integrations import their frameworks (seconds of CPU): these tests run in
+# the worker that imports them anyway for tests/integrations, not in every worker.
+pytestmark = INTEGRATIONS
 
 PACKAGES = [
     "toolbatch",

@@ -1,12 +1,15 @@
-"""Helpers for the command-line and service tests: run ``toolbatch`` as a real process.
+"""Helpers for the command-line and service tests: run ``toolbatch`` as a real process, or
+its ``main`` in this one.
 
 ``TOOLBATCH`` is the installed console script (``python -m toolbatch.cli`` when the tests run
-outside the venv). ``Service`` drives ``toolbatch serve`` over real pipes: a reader thread
+outside the venv); ``run_toolbatch`` runs it, ``invoke_toolbatch`` calls ``main(argv)`` here
+and answers the same way. ``Service`` drives ``toolbatch serve`` over real pipes: a reader thread
 splits stdout on ``"\\n"`` only, as the protocol requires, and keeps every raw line.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
@@ -16,10 +19,20 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import pytest
+import structlog
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_TEST_SERVER = ROOT / "tests" / "mcp_server" / "server.py"
+ECHO_MCP_SERVER: dict[str, Any] = {
+    "command": sys.executable,
+    "args": [str(ROOT / "tests" / "mcp_server" / "hostile.py"), "--stdio"],
+}
+"""An mcpServers entry of a stdio server whose ``echo`` answers its text, started for a tenth
+of the CPU of ``MCP_TEST_SERVER`` (0.07 s, no SDK to import; the SDK's server costs 0.7 s):
+for the tests of where servers come from, not of what a server sends."""
 _SCRIPT = Path(sys.executable).with_name("toolbatch")
 TOOLBATCH: list[str] = (
     [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "toolbatch.cli"]
@@ -55,6 +68,48 @@ def run_toolbatch(
         check=False,
         env=None if env is None else {**os.environ, **env},
     )
+
+
+def invoke_toolbatch(
+    *args: str,
+    stdin: bytes | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """``toolbatch ARGS`` run in this process (``main(argv)``), answered as ``run_toolbatch``
+    answers: exit code, stdout and stderr as bytes.
+
+    For the tests of what the command does with its input, flags and configuration, where
+    what a process does (signals, exit codes at the OS level, closed or full standard
+    streams, stdio framing, orphans) is not the point: each ``toolbatch`` process start costs
+    a quarter of a second of CPU. Every command keeps tests that run the real process.
+    stdin, stdout and stderr are in-memory streams (so output goes through the text stream
+    path, not descriptor 1); ``cwd`` and ``env`` are set for the call and put back, with the
+    logging the command configures.
+    """
+    from toolbatch.cli import main
+
+    def stream(data: bytes, errors: str = "strict") -> io.TextIOWrapper:
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors=errors)
+
+    out, err = stream(b""), stream(b"", "backslashreplace")  # Python's own stderr errors
+    saved = structlog.get_config()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stdin", stream(stdin or b""))
+        patch.setattr(sys, "stdout", out)
+        patch.setattr(sys, "stderr", err)
+        if cwd is not None:
+            patch.chdir(cwd)
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        try:
+            code = main(list(args))
+        finally:
+            structlog.configure(**saved)
+            out.flush()
+            err.flush()
+    stdout, stderr = (cast(io.BytesIO, s.buffer).getvalue() for s in (out, err))
+    return subprocess.CompletedProcess([*TOOLBATCH, *args], code, stdout, stderr)
 
 
 def processes_with(marker: str) -> list[int]:

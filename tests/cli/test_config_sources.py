@@ -1,25 +1,25 @@
-"""Claude Code's configuration flags through the real command line: every form of
---mcp-config and --settings, --setting-sources, --strict-mcp-config, --allowedTools and
---disallowedTools."""
+"""Claude Code's configuration flags through the command line: every form of --mcp-config
+and --settings, --setting-sources, --strict-mcp-config, --allowedTools and
+--disallowedTools. The forms a shell makes (``<(...)``, a /dev/fd path) go through the real
+process; the rest call ``main(argv)`` in this one."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli._support import MCP_TEST_SERVER, TOOLBATCH, run_toolbatch
+from tests.cli._support import ECHO_MCP_SERVER, TOOLBATCH, invoke_toolbatch, run_toolbatch
 from toolbatch import ToolCall, ToolScheduler, default_registry
 from toolbatch.cli._config_sources import split_rules
 from toolbatch.cli._options import _parser
 from toolbatch.cli._runtime import _scheduler_config
 
-SERVER: dict[str, Any] = {"command": sys.executable, "args": [str(MCP_TEST_SERVER)]}
+SERVER: dict[str, Any] = ECHO_MCP_SERVER
 
 
 def responses(done: subprocess.CompletedProcess[bytes]) -> dict[str, dict[str, Any]]:
@@ -54,8 +54,8 @@ def test_mcp_config_takes_a_json_string_a_dev_fd_path_a_file_and_codex_toml(
     codex.parent.mkdir()
     codex.write_text(
         'model = "o4"\n\n[mcp_servers.codex]\n'
-        f"command = {json.dumps(sys.executable)}\n"
-        f"args = [{json.dumps(str(MCP_TEST_SERVER))}]\n"
+        f"command = {json.dumps(SERVER['command'])}\n"
+        f"args = {json.dumps(SERVER['args'])}\n"
         "startup_timeout_sec = 30\ntool_timeout_sec = 20\nrequired = true\n"
     )
     command = [
@@ -103,7 +103,7 @@ def test_a_bad_mcp_config_is_a_usage_error_naming_it(
 ) -> None:
     """Exit 2, nothing on stdout, the value and the fix on stderr."""
     (tmp_path / "bad.toml").write_text('model = "o4"\n')
-    done = run_toolbatch("run", "--mcp-config", value, stdin=b"[]", cwd=tmp_path)
+    done = invoke_toolbatch("run", "--mcp-config", value, stdin=b"[]", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == b""
     assert expected in done.stderr.decode()
@@ -142,7 +142,7 @@ SHELL_CALLS = [
 def test_nothing_is_loaded_from_the_project_unless_asked(tmp_path: Path) -> None:
     """A batch run inside a repository runs none of its hooks and starts none of its servers."""
     _project(tmp_path)
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         *RUN,
         "--artifacts-dir",
         str(tmp_path / "a"),
@@ -169,7 +169,7 @@ def test_setting_sources_load_the_hierarchy_and_the_projects_mcp_json(tmp_path: 
         *SHELL_CALLS,
         {"id": "c", "name": "run_shell_command", "args": {"command": "curl http://x"}},
     ]
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         *RUN,
         "--setting-sources",
         "user,project,local",
@@ -193,7 +193,7 @@ def test_strict_mcp_config_uses_only_the_flags_servers(tmp_path: Path) -> None:
     """--strict-mcp-config: .mcp.json and a settings file's mcpServers are ignored."""
     _project(tmp_path)
     settings = json.dumps({"mcpServers": {"fromsettings": SERVER}})
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         *RUN,
         "--setting-sources",
         "project",
@@ -226,7 +226,7 @@ def test_user_and_local_mcp_servers_come_from_claude_json(tmp_path: Path) -> Non
             }
         )
     )
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         *RUN,
         "--setting-sources",
         "user,local",
@@ -263,14 +263,16 @@ def test_settings_take_a_json_string_and_a_dev_fd_path(tmp_path: Path) -> None:
 
 
 def test_an_unknown_setting_source_is_a_usage_error(tmp_path: Path) -> None:
-    done = run_toolbatch("run", "--setting-sources", "user,team", stdin=b"[]", cwd=tmp_path)
+    done = invoke_toolbatch("run", "--setting-sources", "user,team", stdin=b"[]", cwd=tmp_path)
     assert done.returncode == 2
     assert "unknown setting source(s) 'team'" in done.stderr.decode()
 
 
 def test_disallowed_tools_deny_and_hide(tmp_path: Path) -> None:
     """--disallowedTools: a scoped rule denies matching calls, naming the flag; a bare
-    name removes the tools from the model's list."""
+    name removes the tools from the model's list. A real process: the hidden server may
+    still be starting when the run ends, and its process is then left unwaited (reaped at
+    the command's exit; in this process it would be a zombie and a ResourceWarning)."""
     done = run_toolbatch(
         *RUN,
         "--disallowedTools",

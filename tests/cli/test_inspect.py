@@ -1,4 +1,5 @@
-"""``toolbatch tools`` and ``toolbatch artifacts show``, run as a user runs them."""
+"""``toolbatch tools`` and ``toolbatch artifacts show``, run as a user runs them (the text
+listing as a real process, the rest through ``main(argv)``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.cli._support import MCP_TEST_SERVER, run_toolbatch
+from tests.cli._support import MCP_TEST_SERVER, invoke_toolbatch, run_toolbatch
 
 
 def write_config(tmp_path: Path) -> Path:
@@ -36,7 +37,7 @@ def test_tools_lists_every_tool_with_its_source_and_the_servers_that_failed(
 
 def test_tools_json_is_one_object(tmp_path: Path) -> None:
     """--json: the tools and every server's status, for programs."""
-    done = run_toolbatch("tools", "--json", "--mcp-config", str(write_config(tmp_path)))
+    done = invoke_toolbatch("tools", "--json", "--mcp-config", str(write_config(tmp_path)))
     assert done.returncode == 0, done.stderr.decode()
     listing = json.loads(done.stdout)
     tools = {tool["name"]: tool for tool in listing["tools"]}
@@ -50,17 +51,17 @@ def test_tools_json_is_one_object(tmp_path: Path) -> None:
 def test_artifacts_show_a_call_a_session_and_a_path(tmp_path: Path) -> None:
     """A call id prints its complete output; a session id its files; a path the file."""
     batch = [{"id": "bigcall", "name": "run_shell_command", "args": {"command": "seq 1 50000"}}]
-    ran = run_toolbatch("run", "-", stdin=json.dumps(batch).encode(), cwd=tmp_path)
+    ran = invoke_toolbatch("run", "-", stdin=json.dumps(batch).encode(), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr.decode()
     whole = "".join(f"{n}\n" for n in range(1, 50001))
 
-    call = run_toolbatch("artifacts", "show", "bigcall")
+    call = invoke_toolbatch("artifacts", "show", "bigcall")
     assert call.returncode == 0, call.stderr.decode()
     assert call.stdout.decode() == whole
 
-    listed = run_toolbatch("artifacts", "list").stdout.decode().splitlines()
+    listed = invoke_toolbatch("artifacts", "list").stdout.decode().splitlines()
     session_id = listed[1].split()[0]
-    session = run_toolbatch("artifacts", "show", session_id)
+    session = invoke_toolbatch("artifacts", "show", session_id)
     assert session.returncode == 0, session.stderr.decode()
     header, entry = session.stdout.decode().splitlines()
     assert header.endswith(": 1 file(s)")
@@ -68,10 +69,10 @@ def test_artifacts_show_a_call_a_session_and_a_path(tmp_path: Path) -> None:
     assert name.startswith("run_shell_command-bigcall-")
 
     path = Path(header.split(":")[0]) / name
-    by_path = run_toolbatch("artifacts", "show", str(path))
+    by_path = invoke_toolbatch("artifacts", "show", str(path))
     assert by_path.stdout.decode() == whole
 
-    missing = run_toolbatch("artifacts", "show", "no-such-call")
+    missing = invoke_toolbatch("artifacts", "show", "no-such-call")
     assert missing.returncode == 1
     assert missing.stdout == b""
     assert "no artifact session, call or file named 'no-such-call'" in missing.stderr.decode()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli._support import Service, run_toolbatch
+from tests.cli._support import Service, invoke_toolbatch
 
 ALLOWED = ["Bash(git status:*)", "Bash(git diff:*)", "Bash(ls:*)"]
 WGET = "wget -q -O /dev/null http://127.0.0.1:9/ || echo 'not allowlisted but ran'"
@@ -58,7 +58,7 @@ def test_run_refuses_what_no_allow_rule_covers(tmp_path: Path) -> None:
         *(shell(call_id, command) for call_id, command in INJECTED.items()),
         shell("ls", "ls -a"),
     ]
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         "run",
         "--settings",
         str(settings),
@@ -86,7 +86,7 @@ def test_run_refuses_what_no_allow_rule_covers(tmp_path: Path) -> None:
 def test_run_takes_the_permission_mode(tmp_path: Path, mode: str, ran: bool) -> None:
     """--permission-mode overrides defaultMode: bypassPermissions runs what no rule covers."""
     settings = settings_file(tmp_path, defaultMode="default")
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         "run",
         "--settings",
         str(settings),
@@ -105,7 +105,7 @@ def test_run_takes_the_permission_mode(tmp_path: Path, mode: str, ran: bool) -> 
 
 def test_a_bad_permission_mode_is_a_usage_error(tmp_path: Path) -> None:
     """Only Claude Code's mode names are taken."""
-    done = run_toolbatch("run", "--permission-mode", "yolo", stdin=b"[]", cwd=tmp_path)
+    done = invoke_toolbatch("run", "--permission-mode", "yolo", stdin=b"[]", cwd=tmp_path)
     assert done.returncode == 2
     assert "--permission-mode" in done.stderr.decode()
 

@@ -4,6 +4,7 @@ unrelated call: read from the real command's stdout and stderr, line by line, as
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.cli._support import MCP_TEST_SERVER, TOOLBATCH
+from tests.cli._support import ECHO_MCP_SERVER, TOOLBATCH
 
 MUTE_SERVER = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"]}
 """Starts and never answers ``initialize``."""
@@ -190,9 +191,10 @@ def test_a_hung_mcp_server_delays_no_unrelated_call(tmp_path: Path) -> None:
 def test_a_call_to_a_starting_server_waits_for_it_and_says_connecting(tmp_path: Path) -> None:
     """A call to a server still starting waits for that server only, reporting
     "connecting to <server>"; the shell call beside it does not wait."""
+    echo_server = [ECHO_MCP_SERVER["command"], *ECHO_MCP_SERVER["args"]]
     late = {
         "command": "sh",
-        "args": ["-c", f'sleep 2; exec "{sys.executable}" "{MCP_TEST_SERVER}"'],
+        "args": ["-c", f"sleep 2; exec {shlex.join(echo_server)}"],
     }
     config = mcp_config(tmp_path, {"late": late})
     batch = [

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._support import TOOLBATCH, run_toolbatch
+from tests.cli._support import TOOLBATCH, invoke_toolbatch, run_toolbatch
 
 MARKER = "ran-the-command"
 
@@ -47,14 +47,14 @@ def test_hostile_batches_are_usage_errors(tmp_path: Path, source: str, fragment:
     if source == "deep":
         deep = tmp_path / "deep.json"
         deep.write_text("[" * 1_000 + "]" * 1_000)
-        done = run_toolbatch("run", str(deep), cwd=tmp_path)
+        done = invoke_toolbatch("run", str(deep), cwd=tmp_path)
     elif source == "stdin-zero":
         with open("/dev/zero", "rb") as zero:
             done = subprocess.run(
                 [*TOOLBATCH, "run", "-"], stdin=zero, capture_output=True, timeout=90, check=False
             )
     else:
-        done = run_toolbatch("run", source, cwd=tmp_path)
+        done = invoke_toolbatch("run", source, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == b""
     assert fragment in _one_line(done.stderr)
@@ -75,9 +75,9 @@ def test_unclosed_brackets_are_a_usage_error_on_every_input(
     unclosed = tmp_path / "unclosed.json"
     unclosed.write_text("[" * 5_000)
     if option is None:
-        done = run_toolbatch("run", str(unclosed), cwd=tmp_path)
+        done = invoke_toolbatch("run", str(unclosed), cwd=tmp_path)
     else:
-        done = run_toolbatch("run", str(_batch(tmp_path)), option, str(unclosed), cwd=tmp_path)
+        done = invoke_toolbatch("run", str(_batch(tmp_path)), option, str(unclosed), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == b""
     line = _one_line(done.stderr)
@@ -102,7 +102,7 @@ def _full(small_fs: Path) -> Path:
 def test_a_failing_record_still_prints_the_results(tmp_path: Path, small_fs: Path) -> None:
     """--record on a full disk: the command ran and its output is shown; exit 1 with the fix."""
     full = str(_full(small_fs))
-    done = run_toolbatch("run", str(_batch(tmp_path)), "--record", full, cwd=tmp_path)
+    done = invoke_toolbatch("run", str(_batch(tmp_path)), "--record", full, cwd=tmp_path)
     assert done.returncode == 1
     assert MARKER in done.stdout.decode()
     line = _one_line(done.stderr)
@@ -136,7 +136,7 @@ def test_dual_output_on_a_full_disk_fails_loudly_and_stdout_gets_the_results(
 ) -> None:
     """--dual-output on a full disk: stdout is complete; one line names the sidecar."""
     full = str(_full(small_fs))
-    done = run_toolbatch("run", str(_batch(tmp_path)), "--dual-output", full, cwd=tmp_path)
+    done = invoke_toolbatch("run", str(_batch(tmp_path)), "--dual-output", full, cwd=tmp_path)
     assert done.returncode == 1
     assert MARKER in done.stdout.decode()
     line = _one_line(done.stderr)
@@ -184,7 +184,9 @@ def test_closed_stdout_with_nowhere_else_to_write_runs_nothing(tmp_path: Path) -
 def test_the_dual_output_file_is_created_0600(tmp_path: Path) -> None:
     """It holds tool output (secrets among it): only its owner may read it."""
     sidecar = tmp_path / "dual.jsonl"
-    done = run_toolbatch("run", str(_batch(tmp_path)), "--dual-output", str(sidecar), cwd=tmp_path)
+    done = invoke_toolbatch(
+        "run", str(_batch(tmp_path)), "--dual-output", str(sidecar), cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
     assert MARKER in sidecar.read_text()
@@ -216,7 +218,7 @@ def test_run_json_tells_the_stop_reason_of_a_hook(tmp_path: Path) -> None:
     stop = {"type": "command", "command": "echo 'tests are red' >&2; exit 2"}
     settings.write_text(json.dumps({"hooks": {"PostToolBatch": [{"hooks": [stop]}]}}))
     batch = [{"id": "a", "name": "run_shell_command", "args": {"command": "echo hi"}}]
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         "run",
         "--settings",
         str(settings),
@@ -237,7 +239,7 @@ def test_a_config_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path, flag: s
     """Invalid UTF-8 in a settings or MCP config file: exit 2 naming the file, no traceback."""
     path = tmp_path / "config.json"
     path.write_bytes(b'{"mcpServers": {}, "note": "\xff\xfe"}')
-    done = run_toolbatch("run", flag, str(path), stdin=b"[]", cwd=tmp_path)
+    done = invoke_toolbatch("run", flag, str(path), stdin=b"[]", cwd=tmp_path)
     stderr = done.stderr.decode()
     assert done.returncode == 2, stderr
     assert "is not UTF-8 text" in stderr
@@ -263,7 +265,7 @@ def test_run_counts_media_that_is_not_media(tmp_path: Path, kind: str) -> None:
     entry = {"command": sys.executable, "args": [str(hostile), "--stdio"]}
     config.write_text(json.dumps({"mcpServers": {"h": entry}}))
     batch = [{"id": "m", "name": "mcp__h__fake_media", "args": {"kind": kind}}]
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         "run",
         "--mcp-config",
         str(config),

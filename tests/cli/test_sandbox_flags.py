@@ -13,7 +13,7 @@ import anyio
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.cli._support import Service, run_toolbatch
+from tests.cli._support import Service, invoke_toolbatch, run_toolbatch
 from tests.strategies import scaled
 from toolbatch.cli._options import _parser
 from toolbatch.cli._runtime import _acp_options, _scheduler_config
@@ -98,7 +98,7 @@ def test_the_defaults_are_workspace_write_in_the_current_directory() -> None:
 )
 def test_bad_values_are_usage_errors(argv: list[str], message: str, tmp_path: Path) -> None:
     """A bad mode or assignment exits 2 with the value on stderr."""
-    done = run_toolbatch("run", *argv, stdin=b"[]", cwd=tmp_path)
+    done = invoke_toolbatch("run", *argv, stdin=b"[]", cwd=tmp_path)
     assert done.returncode == 2
     assert message in done.stderr.decode()
 
@@ -117,7 +117,7 @@ def test_run_confines_commands_to_the_workspace_and_hides_secrets(tmp_path: Path
     env_key = "TOOLBATCH_CLI_TEST_API_KEY"
     os.environ[env_key] = "canary-value"
     try:
-        done = run_toolbatch(
+        done = invoke_toolbatch(
             "run",
             "--workspace",
             str(workspace),

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.cli._support import MCP_TEST_SERVER, run_toolbatch, write_mcp_config
+from tests.cli._support import ECHO_MCP_SERVER, invoke_toolbatch
 from toolbatch.cli._options import _parser
 from toolbatch.cli._runtime import _scheduler_config
 
@@ -32,7 +32,7 @@ def test_settings_files_map_to_the_scheduler_config_in_order(command: str, tmp_p
 
 def test_run_applies_the_settings_headless(tmp_path: Path) -> None:
     """A deny rule, an ask rule (denied headless, the rule named), a PreToolUse hook and an
-    MCP server from a Qwen-style settings file, through the real command line."""
+    MCP server from a Qwen-style settings file, through the command line."""
     hook = tmp_path / "guard.sh"
     hook.write_text(
         "#!/bin/bash\ninput=$(cat)\n"
@@ -49,9 +49,7 @@ def test_run_applies_the_settings_headless(tmp_path: Path) -> None:
                         {"matcher": "Bash", "hooks": [{"type": "command", "command": str(hook)}]}
                     ]
                 },
-                "mcpServers": {
-                    "q": {"command": sys.executable, "args": [str(MCP_TEST_SERVER)], "trust": True}
-                },
+                "mcpServers": {"q": {**ECHO_MCP_SERVER, "trust": True}},
             }
         )
     )
@@ -61,7 +59,7 @@ def test_run_applies_the_settings_headless(tmp_path: Path) -> None:
         {"id": "c", "name": "run_shell_command", "args": {"command": "cat secret.txt"}},
         {"id": "d", "name": "mcp__q__echo", "args": {"text": "from settings"}},
     ]
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         "run",
         "--settings",
         str(settings),
@@ -89,12 +87,12 @@ def test_a_bad_settings_file_is_a_usage_error(tmp_path: Path) -> None:
     """Unreadable, invalid JSON or a wrong rule: exit 2, the file and the fix named."""
     broken = tmp_path / "broken.json"
     broken.write_text("{")
-    done = run_toolbatch("run", "--settings", str(broken), stdin=b"[]", cwd=tmp_path)
+    done = invoke_toolbatch("run", "--settings", str(broken), stdin=b"[]", cwd=tmp_path)
     assert done.returncode == 2
     assert "is not valid JSON" in done.stderr.decode()
     bad_rule = tmp_path / "rule.json"
     bad_rule.write_text(json.dumps({"permissions": {"allow": ["Bash("]}}))
-    done = run_toolbatch("run", "--settings", str(bad_rule), stdin=b"[]", cwd=tmp_path)
+    done = invoke_toolbatch("run", "--settings", str(bad_rule), stdin=b"[]", cwd=tmp_path)
     assert done.returncode == 2
     assert "not a permission rule" in done.stderr.decode()
 
@@ -102,10 +100,9 @@ def test_a_bad_settings_file_is_a_usage_error(tmp_path: Path) -> None:
 def test_a_lenient_mcp_config_no_longer_exits_2(tmp_path: Path) -> None:
     """Qwen's trust, Gemini's includeTools, Cursor's envFile, Cline's disabled/alwaysAllow:
     warnings at most, and the batch runs (the issue's first complaint)."""
-    config = json.loads(write_mcp_config(tmp_path).read_text())
-    entry = config["mcpServers"]["t"]
+    config: dict[str, Any] = {"mcpServers": {}}
     config["mcpServers"]["t"] = {
-        **entry,
+        **ECHO_MCP_SERVER,
         "trust": True,
         "includeTools": ["echo"],
         "alwaysAllow": ["echo"],
@@ -116,7 +113,7 @@ def test_a_lenient_mcp_config_no_longer_exits_2(tmp_path: Path) -> None:
     path = tmp_path / "lenient.json"
     path.write_text(json.dumps(config))
     batch = [{"id": "e", "name": "mcp__t__echo", "args": {"text": "ok"}}]
-    done = run_toolbatch(
+    done = invoke_toolbatch(
         "run",
         "--mcp-config",
         str(path),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -116,14 +117,26 @@ def wait_gone(pids: list[int], *, timeout_s: float = GONE_WAIT_S) -> list[int]:
 
 
 @pytest.fixture(scope="package", autouse=True)
-def ray_instance(_session_state_dir: Path) -> Iterator[str]:
-    """A local Ray instance for this directory; its session directory."""
-    ray.init(
-        num_cpus=os.cpu_count() or 2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-    )
+def ray_instance(
+    _session_state_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A local Ray instance for this directory; its session directory.
+
+    Its processes inherit ``TMPDIR``: the workspaces of sessions whose host is killed on
+    purpose (never closed, so never removed) land in a directory removed at the end, not in
+    ``/tmp``. Ray's own directory stays at ``/tmp/ray`` (``RAY_TMPDIR``): its socket paths
+    must fit in 107 bytes.
+    """
+    workspaces = tmp_path_factory.mktemp("ray-tmp")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_TMPDIR", os.environ.get("RAY_TMPDIR", "/tmp"))
+        patch.setenv("TMPDIR", str(workspaces))
+        ray.init(
+            num_cpus=os.cpu_count() or 2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
     session_dir = ray._private.worker._global_node.get_session_dir_path()
     assert instance_pids(session_dir), "cannot find the Ray instance's processes"
     try:
@@ -131,4 +144,5 @@ def ray_instance(_session_state_dir: Path) -> Iterator[str]:
     finally:
         ray.shutdown()
         left = wait_gone(instance_pids(session_dir))
+        shutil.rmtree(workspaces, ignore_errors=True)
         assert left == [], f"Ray processes outlived the tests: {left}"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.cli._support import MCP_TEST_SERVER, TOOLBATCH
+from tests.cli._support import ECHO_MCP_SERVER, TOOLBATCH
 from tests.telemetry.test_export import (
     REMOTE_SPAN,
     REMOTE_TRACE,
@@ -24,7 +23,7 @@ __all__ = ["collector"]  # the fixture, shared with test_export
 def test_mcp_start_up_spans_are_in_the_callers_trace(collector: Collector, tmp_path: Path) -> None:
     """``toolbatch run`` under a TRACEPARENT: every span, MCP start-up included, is in it."""
     config = tmp_path / "mcp.json"
-    entry = {"command": sys.executable, "args": [str(MCP_TEST_SERVER)]}
+    entry = ECHO_MCP_SERVER  # which server answers is not the point: its start-up spans are
     config.write_text(json.dumps({"mcpServers": {"t": entry}}))
     batch = [{"id": "m", "name": "mcp__t__echo", "args": {"text": "hi"}}]
     done = subprocess.run(
