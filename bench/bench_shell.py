@@ -35,7 +35,9 @@ default configuration (``run_shell_command`` under the default sandbox, whatever
 against ``asyncio.create_subprocess_shell("true")`` with its output piped and read, one of
 each in turn in the same event loop, median of each (target: at most 2x). A diagnostic row
 does the same with ``sandbox="off"``: the host's own overhead (the scheduler, the producer,
-the capture), which the 2x includes.
+the capture), which the 2x includes. Another runs bare ``bash -c true`` against the same
+baseline: the tool's shell is bash, whose own start costs about 1.5x ``/bin/sh``'s (dash)
+here, so that much of the 2x is spent before toolbatch does anything.
 
 Issue 33's streaming row: the 1 GiB all persisted (caps raised) to a store on this
 machine's disk, as a user's store is, against the same stream into ``cat > /dev/null``
@@ -242,10 +244,38 @@ async def _short_command_ms(commands: int, sandbox: str = "workspace-write") -> 
     return statistics.median(ours) * 1000, statistics.median(baseline) * 1000
 
 
+async def _bare_shells_ms(commands: int) -> tuple[float, float]:
+    """Median milliseconds of ``bash -c true`` (the shell ``run_shell_command`` runs, started
+    with ``create_subprocess_exec`` and pipes, nothing else) and of
+    ``create_subprocess_shell("true")`` (``/bin/sh``, the short-command row's baseline), one
+    of each in turn."""
+    import asyncio
+
+    async def one(bash: bool) -> None:
+        pipe = asyncio.subprocess.PIPE
+        if bash:
+            process = await asyncio.create_subprocess_exec(
+                "bash", "-c", "true", stdout=pipe, stderr=pipe
+            )
+        else:
+            process = await asyncio.create_subprocess_shell("true", stdout=pipe, stderr=pipe)
+        await process.communicate()
+        assert process.returncode == 0
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for index in range(commands):
+        for bash in (index % 2 == 0, index % 2 == 1):
+            started = time.perf_counter()
+            await one(bash)
+            times[bash].append(time.perf_counter() - started)
+    return statistics.median(times[True]) * 1000, statistics.median(times[False]) * 1000
+
+
 def _short_command(quick: bool) -> list[Row]:
     commands = QUICK_SHORT_COMMANDS if quick else SHORT_COMMANDS
     ours, bare = anyio.run(_short_command_ms, commands)
     off, off_bare = anyio.run(_short_command_ms, commands, "off")
+    bash, sh = anyio.run(_bare_shells_ms, commands)
     return [
         Row(
             area=AREA,
@@ -268,6 +298,17 @@ def _short_command(quick: bool) -> list[Row]:
             baseline_value=off_bare,
             ratio=off / off_bare,
             target="diagnostic (the host's own overhead, included in the row above)",
+        ),
+        Row(
+            area=AREA,
+            name=f"diagnostic: bare `bash -c true` (the shell the tool runs), no toolbatch "
+            f"(median of {commands})",
+            value=bash,
+            unit="ms",
+            baseline='asyncio.create_subprocess_shell("true") (/bin/sh), pipes read',
+            baseline_value=sh,
+            ratio=bash / sh,
+            target="diagnostic (the floor of the 2x row: bash's own start against sh's)",
         ),
     ]
 
