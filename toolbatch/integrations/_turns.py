@@ -201,16 +201,34 @@ _NOT_ANSWERED: Final = "Error: the call was not answered"
 class _Waiting:
     """One call of a forming batch, and what its caller receives once the batch has run."""
 
-    __slots__ = ("answer", "call", "done", "failure", "lead", "response", "turn")
+    __slots__ = ("answer", "batch", "call", "failure", "lead", "response", "turn")
 
-    def __init__(self, call: ToolCall, turn: Collection[str] | None, done: anyio.Event) -> None:
+    def __init__(self, call: ToolCall, turn: Collection[str] | None, batch: _Forming) -> None:
         self.call = call
         self.turn = turn
-        self.done = done
+        self.batch = batch
         self.lead = False
         self.response: ToolCallResponse | None = None
         self.answer: Answer | None = None
         self.failure: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the call was answered, or failed with its batch."""
+        return self.response is not None or self.answer is not None or self.failure is not None
+
+
+class _Forming:
+    """The calls of one batch, in arrival order, and the event its waiting callers share
+    (one event per batch, not per call: a 50-call batch wakes 49 callers)."""
+
+    __slots__ = ("changed", "members")
+
+    def __init__(self, changed: anyio.Event) -> None:
+        self.members: list[_Waiting] = []
+        self.changed = changed
+        """Set when the batch has run, or when its leader was cancelled before running it
+        (then replaced by a new one, which the others wait on next)."""
 
 
 class SplitTurns:
@@ -221,7 +239,8 @@ class SplitTurns:
         self.scheduler = scheduler
         self._pending: dict[str, tuple[ToolCallResponse, PendingTurn]] = {}
         """Each answered call's response and the batch it ran in, until it is completed."""
-        self._forming: list[_Waiting] = []
+        self._forming: _Forming | None = None
+        """The batch the calls arriving now join; the first of them runs it."""
         self._new_event: Callable[[], anyio.Event] | None = None
         """The running backend's own ``Event`` class, found at the first call:
         ``anyio.Event()`` looks the backend up each time (a fifth of a call's cost here)."""
@@ -251,16 +270,19 @@ class SplitTurns:
 
         Cancellation is as for :meth:`run`.
         """
-        new_event = self._new_event
-        if new_event is None:
-            new_event = self._new_event = type(anyio.Event())
-        waiting = _Waiting(call, turn, new_event())
-        self._forming.append(waiting)
-        if len(self._forming) == 1:
+        batch = self._forming
+        if batch is None:
+            new_event = self._new_event
+            if new_event is None:
+                new_event = self._new_event = type(anyio.Event())
+            batch = self._forming = _Forming(new_event())
+        waiting = _Waiting(call, turn, batch)
+        batch.members.append(waiting)
+        if len(batch.members) == 1:
             waiting.lead = True  # the first call to arrive runs the batch
-        else:
-            await waiting.done.wait()  # answered, or made the leader by a cancelled one
-        if waiting.lead and waiting.response is None and waiting.failure is None:
+        while not (waiting.lead or waiting.settled):
+            await batch.changed.wait()  # answered, or made the leader by a cancelled one
+        if not waiting.settled:
             await self._run_batch(waiting)
         if waiting.answer is not None:
             return waiting.answer
@@ -269,15 +291,20 @@ class SplitTurns:
         return Answer(response_text(waiting.response))
 
     async def _run_batch(self, leader: _Waiting) -> None:
+        forming = leader.batch
         try:
             await anyio.lowlevel.checkpoint()  # the calls started with this one arrive meanwhile
         except BaseException:
-            self._forming.remove(leader)
-            if self._forming:  # another caller of this batch runs it
-                self._forming[0].lead = True
-                self._forming[0].done.set()
+            forming.members.remove(leader)
+            if not forming.members:
+                self._forming = None
+            else:  # another caller of this batch runs it; the rest wait on
+                forming.members[0].lead = True
+                woken, forming.changed = forming.changed, type(forming.changed)()
+                woken.set()
             raise
-        batch, self._forming = self._forming, []
+        batch = forming.members
+        self._forming = None  # the calls arriving from now on form the next batch
         whole = leader.turn is None or _is_whole(batch, leader.turn)
         if whole and leader.turn:
             order = {call_id: index for index, call_id in enumerate(leader.turn)}
@@ -314,7 +341,7 @@ class SplitTurns:
             for waiting in batch:
                 if waiting.response is None and waiting.answer is None:
                     waiting.failure = failure
-                waiting.done.set()
+            forming.changed.set()
 
     def is_pending(self, call_id: str) -> bool:
         """Whether ``call_id`` was answered and waits for its turn to be completed."""
