@@ -82,6 +82,35 @@ async def test_a_cancelled_first_call_hands_the_batch_to_the_next(tmp_path: Path
         assert completion.texts == {"c1": "101", "c2": "102"}
 
 
+async def test_a_whole_turn_arriving_out_of_order_runs_in_the_models_order(tmp_path: Path) -> None:
+    """Calls of one model response that arrive in another order run, and are answered, in
+    the model's order, as one completed turn."""
+    started: list[int] = []
+
+    @tool
+    async def note(n: int) -> str:
+        """Note a number."""
+        started.append(n)
+        return f"n{n}"
+
+    config = SchedulerConfig(artifacts_dir=tmp_path, concurrency=1)
+    async with ToolScheduler(Registry([note]), config) as s:
+        turns = SplitTurns(s)
+        wanted = ("c0", "c1", "c2")
+        texts: dict[int, str] = {}
+
+        async def run(index: int) -> None:
+            call = ToolCall(id=f"c{index}", name="note", args={"n": index})
+            texts[index] = (await turns.answer(call, turn=wanted)).text
+
+        async with anyio.create_task_group() as group:
+            for index in (2, 0, 1):
+                group.start_soon(run, index)
+        assert started == [0, 1, 2]
+        assert texts == {0: "n0", 1: "n1", 2: "n2"}
+        assert not any(turns.is_pending(call_id) for call_id in wanted)  # completed at once
+
+
 _json_values: st.SearchStrategy[JsonValue] = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),

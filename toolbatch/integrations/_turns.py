@@ -305,11 +305,16 @@ class SplitTurns:
             raise
         batch = forming.members
         self._forming = None  # the calls arriving from now on form the next batch
-        whole = leader.turn is None or _is_whole(batch, leader.turn)
-        if whole and leader.turn:
-            order = {call_id: index for index, call_id in enumerate(leader.turn)}
-            batch.sort(key=lambda waiting: order[waiting.call.id])
         calls = [waiting.call for waiting in batch]
+        wanted = leader.turn
+        whole = wanted is None
+        if wanted is not None:
+            ids = [call.id for call in calls]
+            whole = _is_whole(ids, wanted)
+            if whole and ids != list(wanted):  # run in the model's order
+                order = {call_id: index for index, call_id in enumerate(wanted)}
+                batch.sort(key=lambda waiting: order[waiting.call.id])
+                calls = [waiting.call for waiting in batch]
 
         async def run() -> tuple[PendingTurn, Turn | None]:
             pending = await self.scheduler.execute(calls)
@@ -373,9 +378,9 @@ class SplitTurns:
         )
 
 
-def _is_whole(batch: Sequence[_Waiting], turn: Collection[str]) -> bool:
-    """Whether ``batch`` is exactly the calls of ``turn``, each once."""
-    if len(batch) != len(turn):
+def _is_whole(ids: Sequence[str], turn: Collection[str]) -> bool:
+    """Whether the batch of calls ``ids`` is exactly the calls of ``turn``, each once."""
+    if len(ids) != len(turn):
         return False
-    ids = {waiting.call.id for waiting in batch}
-    return len(ids) == len(batch) and ids.issuperset(turn)
+    unique = set(ids)
+    return len(unique) == len(ids) and unique.issuperset(turn)
