@@ -88,8 +88,8 @@ def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) ->
     """
     if type(args) is dict and call_id and name:
         if all(type(value) in _JSON_SCALARS and type(key) is str for key, value in args.items()):
-            # The usual call (flat arguments, JSON values already): kept as it is, without
-            # validating it again (a 50-call turn pays the validation 50 times).
+            # The usual call (flat arguments, JSON values already): kept as it is; validating
+            # it again would cost more than the rest of the call's way to the scheduler.
             return trusted_call(call_id, name, args, ordinal)
         try:  # nested values: validated all the way down
             return ToolCall.model_validate(
@@ -242,8 +242,8 @@ class SplitTurns:
         self._forming: _Forming | None = None
         """The batch the calls arriving now join; the first of them runs it."""
         self._new_event: Callable[[], anyio.Event] | None = None
-        """The running backend's own ``Event`` class, found at the first call:
-        ``anyio.Event()`` looks the backend up each time (a fifth of a call's cost here)."""
+        """The running backend's own ``Event`` class, found at the first call (as the
+        scheduler does): ``anyio.Event()`` looks the backend up each time."""
 
     async def run(self, call: ToolCall) -> str:
         """Answer one call (in the batch it arrived with); its response waits for
