@@ -86,8 +86,10 @@ def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) ->
     ``args`` is a JSON object string, a mapping or ``None``; anything else is answered by the
     scheduler with an ``invalid_args`` error in the call's place.
     """
-    if type(args) is dict and call_id and name:
-        if all(type(value) in _JSON_SCALARS and type(key) is str for key, value in args.items()):
+    if isinstance(args, dict) and call_id and name:
+        if type(args) is dict and all(
+            type(value) in _JSON_SCALARS and type(key) is str for key, value in args.items()
+        ):
             # The usual call (flat arguments, JSON values already): kept as it is; validating
             # it again would cost more than the rest of the call's way to the scheduler.
             return trusted_call(call_id, name, args, ordinal)
