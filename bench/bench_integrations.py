@@ -11,7 +11,12 @@ complete the turn), with the framework's own test model:
 * pydantic-ai: ``Agent.run`` with ``FunctionModel`` (50 calls, then an answer), the tool as
   the agent's own function tool against the same tool in a ``ToolbatchToolset`` (which
   completes the turn itself); a diagnostic row adds its history processor
-  (``ts.capability``), which pydantic-ai wraps around every tool call.
+  (``ts.capability``), which pydantic-ai wraps around every tool call. Another diagnostic
+  row is the batch boundary alone, without toolbatch: a toolset whose calls wait for the
+  response's last one and then return ``a + b``. Any toolset that answers a call only once
+  its whole batch has run pays it: 50 of pydantic-ai's call stacks (about 20 coroutines
+  each) stay suspended at once, so the garbage collector runs about five times a turn
+  instead of once (the framework's own calls finish one by one, never suspending).
 * The OpenAI Agents SDK: ``Runner.run`` with a scripted ``Model``, ``function_tool(add)``
   against ``ToolbatchTools`` with its ``model_input_filter``.
 * mini-swe-agent (its only tool is the shell): ``DefaultAgent`` on a response of 50 ``true``
@@ -151,13 +156,17 @@ async def _pydantic_ai(rounds: int, tmp: str) -> list[Row]:
         )
 
     own = Agent(FunctionModel(model), tools=[add])
+    boundary = _batch_boundary_toolset()
     ts = ToolbatchToolset(
         SchedulerConfig(artifacts_dir=tmp), registry=Registry([tool(output_threshold=None)(add)])
     )
     rows: list[Row] = []
     async with ts:
-        for capabilities in ([], [ts.capability]):
-            agent = Agent(FunctionModel(model), toolsets=[ts], capabilities=capabilities)
+        for capabilities in ([], [ts.capability], None):
+            if capabilities is None:
+                agent = Agent(FunctionModel(model), toolsets=[boundary])
+            else:
+                agent = Agent(FunctionModel(model), toolsets=[ts], capabilities=capabilities)
 
             async def ours(agent: Agent[None, str] = agent) -> None:
                 assert (await agent.run("go")).output == "done"
@@ -167,19 +176,73 @@ async def _pydantic_ai(rounds: int, tmp: str) -> list[Row]:
 
             timed = await _alternate(ours, theirs, rounds)
             baseline = "Agent(tools=[add]).run, the same FunctionModel"
-            if not capabilities:
+            if capabilities == []:
                 rows.append(_row("pydantic-ai", *timed, baseline))
                 continue
-            row = _row("diagnostic: pydantic-ai with ts.capability", *timed, baseline)
-            rows.append(
-                dataclasses.replace(
-                    row,
-                    target="diagnostic (the history processor, for calls run one at a time: "
-                    "pydantic-ai wraps each call in each capability's hooks)",
-                    goal=None,
+            if capabilities is None:
+                name = "diagnostic: pydantic-ai, the batch boundary alone (no toolbatch)"
+                target = (
+                    "diagnostic (what any toolset answering at the batch boundary pays in "
+                    "pydantic-ai: the floor of the row above)"
                 )
-            )
+            else:
+                name = "diagnostic: pydantic-ai with ts.capability"
+                target = (
+                    "diagnostic (the history processor, for calls run one at a time: "
+                    "pydantic-ai wraps each call in each capability's hooks)"
+                )
+            rows.append(dataclasses.replace(_row(name, *timed, baseline), target=target, goal=None))
     return rows
+
+
+def _batch_boundary_toolset() -> Any:
+    """A pydantic-ai toolset of ``add`` whose calls return once the response's last one has
+    arrived (what a toolset completing the batch at its boundary does), without toolbatch."""
+    import anyio
+    from pydantic_ai.tools import RunContext, ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+    from pydantic_core import SchemaValidator, core_schema
+
+    validator = SchemaValidator(
+        core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema())
+    )
+
+    class BatchBoundary(AbstractToolset[Any]):
+        def __init__(self) -> None:
+            self._arrived = 0
+            self._all_arrived: anyio.Event | None = None
+
+        @property
+        def id(self) -> str | None:
+            return "boundary"
+
+        async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+            definition = ToolDefinition(
+                name="add",
+                description="Add two integers.",
+                parameters_json_schema={"type": "object", "properties": {}},
+            )
+            return {
+                "add": ToolsetTool(
+                    toolset=self, tool_def=definition, max_retries=0, args_validator=validator
+                )
+            }
+
+        async def call_tool(
+            self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: Any
+        ) -> Any:
+            if self._all_arrived is None:
+                self._all_arrived = anyio.Event()
+            all_arrived = self._all_arrived
+            self._arrived += 1
+            if self._arrived == CALLS:
+                self._arrived, self._all_arrived = 0, None
+                all_arrived.set()
+            else:
+                await all_arrived.wait()
+            return str(tool_args["a"] + tool_args["b"])
+
+    return BatchBoundary()
 
 
 # -- the OpenAI Agents SDK ----------------------------------------------------------------

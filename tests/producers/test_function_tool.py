@@ -183,6 +183,9 @@ class Stats(BaseModel):
     [
         pytest.param(None, "", None, id="none"),
         pytest.param("plain", "plain", None, id="str"),
+        pytest.param(-101, "-101", -101, id="int"),
+        pytest.param(True, "true", True, id="bool"),
+        pytest.param(2.5, "2.5", 2.5, id="float"),
         pytest.param({"a": [1, 2]}, '{"a": [1, 2]}', {"a": [1, 2]}, id="dict"),
         pytest.param([1, "x"], '[1, "x"]', [1, "x"], id="list"),
         pytest.param(

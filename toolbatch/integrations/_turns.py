@@ -41,6 +41,7 @@ from toolbatch import (
     ToolScheduler,
     Turn,
 )
+from toolbatch._core import trusted_call
 from toolbatch.providers import openai_chat
 
 __all__ = [
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+_JSON_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+"""The exact types of the argument values ``make_call`` takes as they are."""
 
 
 async def in_own_task(work: Callable[[], Awaitable[_T]]) -> _T:
@@ -83,7 +87,13 @@ def make_call(call_id: str | None, name: str, args: object, ordinal: int = 0) ->
     scheduler with an ``invalid_args`` error in the call's place.
     """
     if isinstance(args, dict) and call_id and name:
-        try:  # the usual case, without the reply mapping's round trip
+        if type(args) is dict and all(
+            type(value) in _JSON_SCALARS and type(key) is str for key, value in args.items()
+        ):
+            # The usual call (flat arguments, JSON values already): kept as it is; validating
+            # it again would cost more than the rest of the call's way to the scheduler.
+            return trusted_call(call_id, name, args, ordinal)
+        try:  # nested values: validated all the way down
             return ToolCall.model_validate(
                 {"id": call_id, "name": name, "args": args, "ordinal": ordinal}
             )
@@ -112,28 +122,47 @@ def turn_texts(source: Turn | Sequence[Part]) -> tuple[dict[str, str], str]:
     a user message are not carried); the batch text is the turn's own text parts (hook
     context, the stop reason) joined by blank lines, ``""`` when there is none.
     """
-    texts = {
-        message["tool_call_id"]: message["content"]
-        for message in openai_chat.tool_results(source)
-        if message["role"] == "tool"
-    }
     if not isinstance(source, Turn):
-        return texts, ""
+        return _mapped_texts(source), ""
+    texts: dict[str, str] = {}
+    for response in source.responses:
+        text = _plain_output(response)
+        if text is None:  # media or an error: the mapping's rules, for the whole turn
+            texts = _mapped_texts(source)
+            break
+        texts[response.call_id] = text
     batch = [part.text for part in source.context_parts if isinstance(part, TextPart)]
     return texts, "\n\n".join(text for text in batch if text)
 
 
-def response_text(response: ToolCallResponse) -> str:
-    """The text one response's tool message carries (``turn_texts`` for a lone response)."""
-    if len(response.parts) == 1:
-        [part] = response.parts
-        if isinstance(part, FunctionResponsePart):
+def _mapped_texts(source: Turn | Sequence[Part]) -> dict[str, str]:
+    return {
+        message["tool_call_id"]: message["content"]
+        for message in openai_chat.tool_results(source)
+        if message["role"] == "tool"
+    }
+
+
+def _plain_output(response: ToolCallResponse) -> str | None:
+    """The usual response's text (one part, a string ``output`` alone, as the mapping
+    sends it), or ``None`` when the mapping has more to say."""
+    parts = response.parts
+    if len(parts) == 1:
+        part = parts[0]
+        if type(part) is FunctionResponsePart:
             body = part.function_response.response
             output = body.get("output")
-            if len(body) == 1 and isinstance(output, str):
-                return output  # the usual result, as the mapping would send it
-    texts, _ = turn_texts(response.parts)
-    return texts.get(response.call_id, "")
+            if len(body) == 1 and type(output) is str:
+                return output
+    return None
+
+
+def response_text(response: ToolCallResponse) -> str:
+    """The text one response's tool message carries (``turn_texts`` for a lone response)."""
+    text = _plain_output(response)
+    if text is not None:
+        return text
+    return _mapped_texts(response.parts).get(response.call_id, "")
 
 
 @dataclass(slots=True)
@@ -174,16 +203,34 @@ _NOT_ANSWERED: Final = "Error: the call was not answered"
 class _Waiting:
     """One call of a forming batch, and what its caller receives once the batch has run."""
 
-    __slots__ = ("answer", "call", "done", "failure", "lead", "response", "turn")
+    __slots__ = ("answer", "batch", "call", "failure", "lead", "response", "turn")
 
-    def __init__(self, call: ToolCall, turn: Collection[str] | None) -> None:
+    def __init__(self, call: ToolCall, turn: Collection[str] | None, batch: _Forming) -> None:
         self.call = call
         self.turn = turn
-        self.done = anyio.Event()
+        self.batch = batch
         self.lead = False
         self.response: ToolCallResponse | None = None
         self.answer: Answer | None = None
         self.failure: str | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the call was answered, or failed with its batch."""
+        return self.response is not None or self.answer is not None or self.failure is not None
+
+
+class _Forming:
+    """The calls of one batch, in arrival order, and the event its waiting callers share
+    (one event per batch, not per call: a 50-call batch wakes 49 callers)."""
+
+    __slots__ = ("changed", "members")
+
+    def __init__(self, changed: anyio.Event) -> None:
+        self.members: list[_Waiting] = []
+        self.changed = changed
+        """Set when the batch has run, or when its leader was cancelled before running it
+        (then replaced by a new one, which the others wait on next)."""
 
 
 class SplitTurns:
@@ -194,7 +241,11 @@ class SplitTurns:
         self.scheduler = scheduler
         self._pending: dict[str, tuple[ToolCallResponse, PendingTurn]] = {}
         """Each answered call's response and the batch it ran in, until it is completed."""
-        self._forming: list[_Waiting] = []
+        self._forming: _Forming | None = None
+        """The batch the calls arriving now join; the first of them runs it."""
+        self._new_event: Callable[[], anyio.Event] | None = None
+        """The running backend's own ``Event`` class, found at the first call (as the
+        scheduler does): ``anyio.Event()`` looks the backend up each time."""
 
     async def run(self, call: ToolCall) -> str:
         """Answer one call (in the batch it arrived with); its response waits for
@@ -221,13 +272,19 @@ class SplitTurns:
 
         Cancellation is as for :meth:`run`.
         """
-        waiting = _Waiting(call, turn)
-        self._forming.append(waiting)
-        if len(self._forming) == 1:
+        batch = self._forming
+        if batch is None:
+            new_event = self._new_event
+            if new_event is None:
+                new_event = self._new_event = type(anyio.Event())
+            batch = self._forming = _Forming(new_event())
+        waiting = _Waiting(call, turn, batch)
+        batch.members.append(waiting)
+        if len(batch.members) == 1:
             waiting.lead = True  # the first call to arrive runs the batch
-        else:
-            await waiting.done.wait()  # answered, or made the leader by a cancelled one
-        if waiting.lead and waiting.response is None and waiting.failure is None:
+        while not (waiting.lead or waiting.settled):
+            await batch.changed.wait()  # answered, or made the leader by a cancelled one
+        if not waiting.settled:
             await self._run_batch(waiting)
         if waiting.answer is not None:
             return waiting.answer
@@ -236,20 +293,30 @@ class SplitTurns:
         return Answer(response_text(waiting.response))
 
     async def _run_batch(self, leader: _Waiting) -> None:
+        forming = leader.batch
         try:
             await anyio.lowlevel.checkpoint()  # the calls started with this one arrive meanwhile
         except BaseException:
-            self._forming.remove(leader)
-            if self._forming:  # another caller of this batch runs it
-                self._forming[0].lead = True
-                self._forming[0].done.set()
+            forming.members.remove(leader)
+            if not forming.members:
+                self._forming = None
+            else:  # another caller of this batch runs it; the rest wait on
+                forming.members[0].lead = True
+                woken, forming.changed = forming.changed, type(forming.changed)()
+                woken.set()
             raise
-        batch, self._forming = self._forming, []
-        whole = leader.turn is None or _is_whole(batch, leader.turn)
-        if whole and leader.turn:
-            order = {call_id: index for index, call_id in enumerate(leader.turn)}
-            batch.sort(key=lambda waiting: order[waiting.call.id])
+        batch = forming.members
+        self._forming = None  # the calls arriving from now on form the next batch
         calls = [waiting.call for waiting in batch]
+        wanted = leader.turn
+        whole = wanted is None
+        if wanted is not None:
+            ids = [call.id for call in calls]
+            whole = _is_whole(ids, wanted)
+            if whole and ids != list(wanted):  # run in the model's order
+                order = {call_id: index for index, call_id in enumerate(wanted)}
+                batch.sort(key=lambda waiting: order[waiting.call.id])
+                calls = [waiting.call for waiting in batch]
 
         async def run() -> tuple[PendingTurn, Turn | None]:
             pending = await self.scheduler.execute(calls)
@@ -281,7 +348,7 @@ class SplitTurns:
             for waiting in batch:
                 if waiting.response is None and waiting.answer is None:
                     waiting.failure = failure
-                waiting.done.set()
+            forming.changed.set()
 
     def is_pending(self, call_id: str) -> bool:
         """Whether ``call_id`` was answered and waits for its turn to be completed."""
@@ -313,9 +380,9 @@ class SplitTurns:
         )
 
 
-def _is_whole(batch: Sequence[_Waiting], turn: Collection[str]) -> bool:
-    """Whether ``batch`` is exactly the calls of ``turn``, each once."""
-    if len(batch) != len(turn):
+def _is_whole(ids: Sequence[str], turn: Collection[str]) -> bool:
+    """Whether the batch of calls ``ids`` is exactly the calls of ``turn``, each once."""
+    if len(ids) != len(turn):
         return False
-    ids = {waiting.call.id for waiting in batch}
-    return len(ids) == len(batch) and ids.issuperset(turn)
+    unique = set(ids)
+    return len(unique) == len(ids) and unique.issuperset(turn)

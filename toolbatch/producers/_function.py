@@ -323,6 +323,8 @@ def _to_result(value: object) -> ToolResult:
     """Wrap whatever a tool function returned as a ToolResult."""
     if type(value) is str:  # the usual return: first, and unvalidated
         return text_result(value)
+    if type(value) is int:  # its JSON text is str(): no validation, no encoder (3 µs a call)
+        return ToolResult(content=str(value), display=value)
     if isinstance(value, ToolResult):
         return value
     if value is None:
