@@ -25,8 +25,8 @@ response is cut without a file reference, still within budget).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, TypeAlias
 
 from toolbatch._core import ToolCallResponse
 from toolbatch.artifacts import DEFAULT_PERSIST_TIMEOUT_S, ArtifactStore
@@ -51,6 +51,9 @@ DEFAULT_PERSIST_CONCURRENCY: Final = 8
 _SMALL_BATCH: Final = 32
 """A batch of at most this many responses is measured with the collector left on."""
 _NOT_PAUSED: Final = contextlib.nullcontext()
+PersistTimeout: TypeAlias = Callable[[], float]
+"""What gives a pass its persist timeout (seconds, > 0) when it first writes: most passes
+write nothing and never ask (a turn's one deadline across its passes)."""
 
 
 def _check_positive_int(name: str, value: object, example: int) -> None:
@@ -59,10 +62,12 @@ def _check_positive_int(name: str, value: object, example: int) -> None:
 
 
 def _check_options(
-    persist_concurrency: int, persist_timeout_s: float, media_part_bytes: int
+    persist_concurrency: int, persist_timeout_s: float | PersistTimeout, media_part_bytes: int
 ) -> None:
     _check_positive_int("persist_concurrency", persist_concurrency, DEFAULT_PERSIST_CONCURRENCY)
     _check_positive_int("media_part_bytes", media_part_bytes, DEFAULT_MEDIA_PART_BYTES)
+    if callable(persist_timeout_s):
+        return  # asked when the pass first writes (a turn's one deadline across passes)
     if (
         isinstance(persist_timeout_s, bool)
         or not isinstance(persist_timeout_s, int | float)
@@ -133,7 +138,7 @@ async def finalize_turn(
     store: ArtifactStore | None = None,
     lifecycle_tools: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS,
     persist_concurrency: int = DEFAULT_PERSIST_CONCURRENCY,
-    persist_timeout_s: float = DEFAULT_PERSIST_TIMEOUT_S,
+    persist_timeout_s: float | PersistTimeout = DEFAULT_PERSIST_TIMEOUT_S,
     media_part_bytes: int = DEFAULT_MEDIA_PART_BYTES,
 ) -> FinalizedTurn:
     """Bound a turn's responses and its own text (``hook_text``) together to ``budget``.
@@ -142,14 +147,15 @@ async def finalize_turn(
     text is one slot of the same water-fill, cut like a response's output (one header
     naming its file) and saved once, when a pass first cuts it, under
     ``hook-text-<n>``. The two come back apart, each in the order given; nothing that
-    fits is copied.
+    fits is copied. ``persist_timeout_s`` may also be a function that gives it when the
+    pass first writes (``PersistTimeout``: a turn's one deadline across its passes).
     """
     limit = effective_budget(budget)
     if (
         persist_concurrency is not DEFAULT_PERSIST_CONCURRENCY
         or media_part_bytes is not DEFAULT_MEDIA_PART_BYTES
-        or persist_timeout_s is not DEFAULT_PERSIST_TIMEOUT_S
-    ):  # the defaults (every turn's) are valid: checked only when given
+        or (persist_timeout_s is not DEFAULT_PERSIST_TIMEOUT_S and not callable(persist_timeout_s))
+    ):  # the defaults and a turn's own deadline are valid: checked only when given
         _check_options(persist_concurrency, persist_timeout_s, media_part_bytes)
     lifecycle = check_lifecycle_tools(lifecycle_tools)
     same = responses if isinstance(responses, list) else list(responses)

@@ -201,6 +201,9 @@ class CallRunner:
     ) -> None:
         self.config = config
         self._gate = gate
+        # The gate is frozen for the session: what every batch asks of it, asked once.
+        self._gated = gate.checks_before
+        self._post_hooks = gate.has_post
         self._store = store
         self._policy = policy
         self._lookup = lookup
@@ -327,8 +330,8 @@ class CallRunner:
             new_event=self._new_event,
             new_scope=self._new_scope,
             abortable=abort is not None,
-            gated=self._gate.checks_before,
-            post_hooks=self._gate.has_post,
+            gated=self._gated,
+            post_hooks=self._post_hooks,
         )
         # ``concurrency`` workers take the calls in the model's order: the limit without a
         # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
