@@ -212,6 +212,23 @@ class CallRunner:
         # ``anyio.Event()`` and ``anyio.CancelScope()`` look the backend up on every call.
         self._new_event = new_event
         self._new_scope = new_scope
+        self._deadlines: Deadlines | None = None
+
+    def _session_deadlines(self) -> Deadlines:
+        """The deadlines of this session's running calls, on the running event loop."""
+        loop = asyncio_loop()
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            if deadlines is not None:
+                deadlines.close()
+            deadlines = self._deadlines = Deadlines(loop)
+        return deadlines
+
+    def close(self) -> None:
+        """The session has ended: no deadline timer is left behind."""
+        if self._deadlines is not None:
+            self._deadlines.close()
+            self._deadlines = None
 
     async def run(
         self,
@@ -321,10 +338,9 @@ class CallRunner:
         if not runnable:
             return
         aborted = None if abort is None else self._new_event()
-        deadlines = Deadlines(asyncio_loop())
         batch = Batch(
             aborted,
-            deadlines,
+            self._session_deadlines(),
             reporter,
             approve,
             new_event=self._new_event,
@@ -340,23 +356,20 @@ class CallRunner:
         # runs in place: a one-call batch starts no task at all.
         queue = iter(runnable)
         workers = min(self.config.concurrency, len(runnable))
-        try:
-            if abort is None and workers == 1:
-                await self._work(queue, batch)
-            elif abort is None:
+        if abort is None and workers == 1:
+            await self._work(queue, batch)
+        elif abort is None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(workers):
+                    tg.start_soon(self._work, queue, batch)
+        else:
+            assert aborted is not None
+            async with anyio.create_task_group() as outer:
                 async with anyio.create_task_group() as tg:
+                    outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
                     for _ in range(workers):
                         tg.start_soon(self._work, queue, batch)
-            else:
-                assert aborted is not None
-                async with anyio.create_task_group() as outer:
-                    async with anyio.create_task_group() as tg:
-                        outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
-                        for _ in range(workers):
-                            tg.start_soon(self._work, queue, batch)
-                    outer.cancel_scope.cancel()
-        finally:
-            deadlines.close()
+                outer.cancel_scope.cancel()
         for plan in runnable:
             if plan.response is None:
                 self._answer_stopped(plan, aborted=aborted is not None and aborted.is_set())
@@ -370,50 +383,54 @@ class CallRunner:
         aborted, deadlines, reporter = batch.aborted, batch.deadlines, batch.reporter
         abortable, telemetry, silent = batch.abortable, reporter.telemetry, reporter.silent
         answer, checkpoint = self._answer, anyio.lowlevel.checkpoint
-        # With the batch's timer (asyncio), an answered call's deadline ends by clearing
+        # With the session's timer (asyncio), an answered call's deadline ends by clearing
         # its worker's plan: no call into ``Deadlines`` per call.
         timer = deadlines.timer
         worker = deadlines.worker()
         answered = 0
-        while True:
-            with batch.new_scope() as scope:
-                worker.scope = scope
-                worker.expired = False
-                for plan in queue:
-                    if abortable and aborted is not None and aborted.is_set():
-                        return  # the rest are answered as cancelled once the batch ends
-                    answered += 1
-                    if answered % YIELD_EVERY_CALLS == 0:
-                        # Calls that never suspend (a trivial async tool) must not starve
-                        # the rest of the loop: the abort watcher, an observer's writer.
-                        await checkpoint()
-                    worker.plan = plan
-                    span = None if telemetry is None else telemetry.start_call(plan.call)
-                    if span is None:
-                        plan.response = await answer(plan, worker, batch)
-                    else:
-                        plan.span = span
-                        with call_scope(span):
+        try:
+            while True:
+                with batch.new_scope() as scope:
+                    worker.scope = scope
+                    worker.expired = False
+                    for plan in queue:
+                        if abortable and aborted is not None and aborted.is_set():
+                            return  # the rest are answered as cancelled once the batch ends
+                        answered += 1
+                        if answered % YIELD_EVERY_CALLS == 0:
+                            # Calls that never suspend (a trivial async tool) must not starve
+                            # the rest of the loop: the abort watcher, an observer's writer.
+                            await checkpoint()
+                        worker.plan = plan
+                        span = None if telemetry is None else telemetry.start_call(plan.call)
+                        if span is None:
                             plan.response = await answer(plan, worker, batch)
-                    if timer:
-                        worker.plan = None
+                        else:
+                            plan.span = span
+                            with call_scope(span):
+                                plan.response = await answer(plan, worker, batch)
+                        if timer:
+                            worker.plan = None
+                        else:
+                            deadlines.stop(worker)
+                        if not silent:
+                            reporter.finished(plan)
+                        # An answered call needs its context no more: a batch of 100,000
+                        # calls should not hold 100,000 of them until it ends.
+                        plan.context = None
+                        if worker.expired if timer else scope.cancel_called:
+                            break  # a deadline came as the call answered: a new scope
                     else:
-                        deadlines.stop(worker)
-                    if not silent:
-                        reporter.finished(plan)
-                    # An answered call needs its context no more: a batch of 100,000
-                    # calls should not hold 100,000 of them until it ends.
-                    plan.context = None
-                    if worker.expired if timer else scope.cancel_called:
-                        break  # a deadline came as the call answered: a new scope
-                else:
-                    return
-            stopped = worker.plan
-            if stopped is not None:
-                # The scope caught its cancellation: the call's deadline passed (an abort
-                # cancels the task group, which this scope does not catch).
-                deadlines.stop(worker)
-                stopped.timed_out = True
+                        return
+                stopped = worker.plan
+                if stopped is not None:
+                    # The scope caught its cancellation: the call's deadline passed (an abort
+                    # cancels the task group, which this scope does not catch).
+                    deadlines.stop(worker)
+                    stopped.timed_out = True
+        finally:
+            # The worker's calls end with it: the session's timer forgets it.
+            deadlines.release(worker)
 
     def _answer_stopped(self, plan: Plan, *, aborted: bool) -> None:
         """The response of a call whose task was cancelled (abort or deadline)."""

@@ -158,6 +158,8 @@ class ToolScheduler:
         tb: TracebackType | None,
     ) -> None:
         stack, self._stack = self._stack, None
+        if self._runner is not None:
+            self._runner.close()
         self._runner = self._completer = None
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
