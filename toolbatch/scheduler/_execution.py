@@ -58,9 +58,11 @@ YIELD_EVERY_CALLS: Final = 16
 
 @dataclass(slots=True, eq=False)
 class Route:
-    """How one tool's calls run, read from its producer once per batch (not per call)."""
+    """How one tool's calls run, read from its producer (and its frozen declaration) once,
+    then kept for the session while the tool's name finds that producer and declaration."""
 
     producer: Producer
+    declaration: ToolDeclaration
     timeout_s: float
     """What the call is told it may take (``ProducerContext.timeout_s``)."""
     allowed_s: float
@@ -213,6 +215,7 @@ class CallRunner:
         self._new_event = new_event
         self._new_scope = new_scope
         self._deadlines: Deadlines | None = None
+        self._routes: dict[str, Route] = {}
 
     def _session_deadlines(self) -> Deadlines:
         """The deadlines of this session's running calls, on the running event loop."""
@@ -308,17 +311,21 @@ class CallRunner:
         producer = self._lookup(name)
         if producer is None:
             return None
+        declaration = producer.declaration
+        known = self._routes.get(name)
+        if known is not None and known.producer is producer and known.declaration is declaration:
+            return known  # the frozen declaration and config say the same as last time
         # The deadline is the configured ceiling plus a grace to clean up, or the
         # producer's own timeout (a @tool's) when that is shorter.
         ceiling = self.config.call_timeout
-        declaration = producer.declaration
         own = declaration.timeout_s
         if own is not None and own < ceiling:
             timeout_s = allowed_s = float(own)
         else:
             timeout_s, allowed_s = ceiling, ceiling + BACKSTOP_GRACE_S
-        return Route(
+        route = self._routes[name] = Route(
             producer,
+            declaration,
             timeout_s=timeout_s,
             allowed_s=allowed_s,
             # Generic persistence is opt-in per producer: @tool functions declare a
@@ -326,6 +333,7 @@ class CallRunner:
             output_threshold=declaration.output_threshold,
             needs_permission=declaration.needs_permission and not declaration.trusted,
         )
+        return route
 
     async def _execute(
         self,
