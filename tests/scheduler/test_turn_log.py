@@ -91,3 +91,15 @@ async def test_a_wrapper_that_can_say_its_level_is_asked(tmp_path: Path) -> None
     )
     await _batches(tmp_path, 1)
     assert "turn.completed" not in stream.getvalue()
+
+
+@pytest.mark.usefixtures("restored_structlog")
+@pytest.mark.parametrize("level", [0, 10, 20, 30, 40, 50])
+def test_the_level_read_from_the_class_is_the_loggers_own(level: int) -> None:
+    """For each of structlog's filtering loggers, the summary's check without a logger
+    answers what a bound logger's ``is_enabled_for`` does."""
+    from toolbatch.scheduler._completion import _logs_info
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    bound = structlog.get_logger("toolbatch.scheduler").bind()
+    assert _logs_info() is bound.is_enabled_for(20)
