@@ -24,7 +24,6 @@ response is cut without a file reference, still within budget).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, TypeAlias
 
@@ -50,7 +49,6 @@ __all__ = [
 DEFAULT_PERSIST_CONCURRENCY: Final = 8
 _SMALL_BATCH: Final = 32
 """A batch of at most this many responses is measured with the collector left on."""
-_NOT_PAUSED: Final = contextlib.nullcontext()
 PersistTimeout: TypeAlias = Callable[[], float]
 """What gives a pass its persist timeout (seconds, > 0) when it first writes: most passes
 write nothing and never ask (a turn's one deadline across its passes)."""
@@ -177,9 +175,14 @@ async def _fit_budget(
     # The media pass (which may await) runs only for a batch the measuring walk found media
     # in; it measures again only when the media pass changed a response. Measuring a small
     # batch allocates too little to be worth pausing the collector for.
-    with collector_paused() if len(same) > _SMALL_BATCH else _NOT_PAUSED:
+    if len(same) > _SMALL_BATCH:
+        with collector_paused():
+            slots = measure_turn(same, hooks, lifecycle)
+            # The usual turn, without media, is measured and planned in one synchronous
+            # stretch.
+            cuts = None if slots.media else plan_cuts(slots, limit)
+    else:
         slots = measure_turn(same, hooks, lifecycle)
-        # The usual turn, without media, is measured and planned in one synchronous stretch.
         cuts = None if slots.media else plan_cuts(slots, limit)
     if slots.media:
         checked = await check_media_parts(same, writer, media_part_bytes)

@@ -63,6 +63,7 @@ class TurnCompleter:
         self._store = store
         self._session_id = session_id
         self._batch_hooks = batch_hooks
+        self._lifecycle = config.lifecycle  # the config is frozen: read once, not per turn
 
     async def complete(
         self,
@@ -71,7 +72,7 @@ class TurnCompleter:
         record: Recorder | None,
     ) -> Turn:
         """The turn of ``responses`` (in call order), recorded in ``record``."""
-        lifecycle = self.config.lifecycle
+        lifecycle = self._lifecycle
         # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
         context, stop_reason = _call_hook_text(responses)
         # One persist deadline for the turn, both passes, never past the caller's scopes: a
