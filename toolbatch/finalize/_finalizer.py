@@ -37,6 +37,7 @@ from toolbatch.finalize._hook_text import FinalizedTurn, HookText
 from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
 from toolbatch.finalize._media import DEFAULT_MEDIA_PART_BYTES
 from toolbatch.finalize._media_pass import check_media_parts
+from toolbatch.finalize._slots import plain_output_length
 from toolbatch.finalize._writer import Writer
 
 __all__ = [
@@ -160,6 +161,12 @@ async def finalize_turn(
     hooks = hook_text if isinstance(hook_text, list) else list(hook_text)
     if limit is None:
         return FinalizedTurn(same, hooks)
+    if len(same) == 1 and not hooks:
+        # A one-call turn of one plain output that fits (the usual turn): what the general
+        # pass finds, without its lists (``tests/finalize/test_one_response.py``).
+        length = plain_output_length(same[0], lifecycle)
+        if length is not None and length <= limit:
+            return FinalizedTurn(same, hooks, length)
     writer = Writer(store, same, persist_concurrency, persist_timeout_s)
     return await _fit_budget(same, hooks, writer, limit, lifecycle, media_part_bytes)
 
