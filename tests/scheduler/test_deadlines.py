@@ -162,3 +162,59 @@ async def test_an_abort_still_cancels_every_running_call(tmp_path: Path, deadlin
 async def _abort_soon(abort: anyio.Event) -> None:
     await anyio.sleep(0.2)
     abort.set()
+
+
+async def test_a_later_batch_is_stopped_at_its_own_deadline(tmp_path: Path, deadlines: str) -> None:
+    """The session's timer, set for an earlier batch's far deadline, still stops a later
+    batch's hanging call at its own 0.3 s; a timer that fired for calls that had already
+    answered leaves the next batch's deadline watched."""
+
+    @tool(output_threshold=None, timeout_s=0.05)
+    async def brief() -> str:
+        """Answers at once, under a deadline that passes right after."""
+        return "brief"
+
+    registry = Registry([Slow(), hangs, quick, brief])
+    async with ToolScheduler(registry, _config(tmp_path, 1)) as scheduler:
+        with anyio.fail_after(10):
+            first = await scheduler.run_batch([ToolCall(id="q", name="quick", args={"n": 1})])
+            assert first.responses[0].status == "success"
+            await scheduler.run_batch([ToolCall(id="b", name="brief")])
+            await anyio.sleep(0.1)  # the timer set for ``brief`` fires with nothing running
+            for index in range(2):
+                started = time.monotonic()
+                turn = await scheduler.run_batch([ToolCall(id=f"h{index}", name="hangs")])
+                elapsed = time.monotonic() - started
+                assert turn.responses[0].error_type == "timeout"
+                assert 0.3 <= elapsed < 1.5
+
+
+async def test_concurrent_batches_of_one_session_keep_their_own_deadlines(
+    tmp_path: Path, deadlines: str
+) -> None:
+    """Three batches at once on one scheduler: the hanging call of two is stopped at 0.3 s,
+    and the third's call, longer than that but within its own timeout, answers in full."""
+
+    @tool(output_threshold=None, timeout_s=5)
+    async def slow() -> str:
+        """Answers after the others' deadlines."""
+        await anyio.sleep(0.5)
+        return "slow done"
+
+    registry = Registry([slow, hangs])
+    results: dict[str, list[str | None]] = {}
+    async with ToolScheduler(registry, _config(tmp_path, 2)) as scheduler:
+
+        async def batch(name: str, calls: list[ToolCall]) -> None:
+            turn = await scheduler.run_batch(calls)
+            results[name] = [r.error_type for r in turn.responses]
+
+        started = time.monotonic()
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(batch, "slow", [ToolCall(id="s", name="slow")])
+                tg.start_soon(batch, "hang", [ToolCall(id="h", name="hangs")])
+                tg.start_soon(batch, "both", [ToolCall(id="h2", name="hangs")])
+        elapsed = time.monotonic() - started
+    assert results == {"slow": [None], "hang": ["timeout"], "both": ["timeout"]}
+    assert 0.5 <= elapsed < 2.5

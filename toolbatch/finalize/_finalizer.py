@@ -24,9 +24,8 @@ response is cut without a file reference, still within budget).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final, TypeAlias
 
 from toolbatch._core import ToolCallResponse
 from toolbatch.artifacts import DEFAULT_PERSIST_TIMEOUT_S, ArtifactStore
@@ -38,6 +37,7 @@ from toolbatch.finalize._hook_text import FinalizedTurn, HookText
 from toolbatch.finalize._lifecycle import DEFAULT_LIFECYCLE_TOOLS, check_lifecycle_tools
 from toolbatch.finalize._media import DEFAULT_MEDIA_PART_BYTES
 from toolbatch.finalize._media_pass import check_media_parts
+from toolbatch.finalize._slots import plain_output_length
 from toolbatch.finalize._writer import Writer
 
 __all__ = [
@@ -50,7 +50,9 @@ __all__ = [
 DEFAULT_PERSIST_CONCURRENCY: Final = 8
 _SMALL_BATCH: Final = 32
 """A batch of at most this many responses is measured with the collector left on."""
-_NOT_PAUSED: Final = contextlib.nullcontext()
+PersistTimeout: TypeAlias = Callable[[], float]
+"""What gives a pass its persist timeout (seconds, > 0) when it first writes: most passes
+write nothing and never ask (a turn's one deadline across its passes)."""
 
 
 def _check_positive_int(name: str, value: object, example: int) -> None:
@@ -59,10 +61,12 @@ def _check_positive_int(name: str, value: object, example: int) -> None:
 
 
 def _check_options(
-    persist_concurrency: int, persist_timeout_s: float, media_part_bytes: int
+    persist_concurrency: int, persist_timeout_s: float | PersistTimeout, media_part_bytes: int
 ) -> None:
     _check_positive_int("persist_concurrency", persist_concurrency, DEFAULT_PERSIST_CONCURRENCY)
     _check_positive_int("media_part_bytes", media_part_bytes, DEFAULT_MEDIA_PART_BYTES)
+    if callable(persist_timeout_s):
+        return  # asked when the pass first writes (a turn's one deadline across passes)
     if (
         isinstance(persist_timeout_s, bool)
         or not isinstance(persist_timeout_s, int | float)
@@ -133,7 +137,7 @@ async def finalize_turn(
     store: ArtifactStore | None = None,
     lifecycle_tools: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS,
     persist_concurrency: int = DEFAULT_PERSIST_CONCURRENCY,
-    persist_timeout_s: float = DEFAULT_PERSIST_TIMEOUT_S,
+    persist_timeout_s: float | PersistTimeout = DEFAULT_PERSIST_TIMEOUT_S,
     media_part_bytes: int = DEFAULT_MEDIA_PART_BYTES,
 ) -> FinalizedTurn:
     """Bound a turn's responses and its own text (``hook_text``) together to ``budget``.
@@ -142,20 +146,27 @@ async def finalize_turn(
     text is one slot of the same water-fill, cut like a response's output (one header
     naming its file) and saved once, when a pass first cuts it, under
     ``hook-text-<n>``. The two come back apart, each in the order given; nothing that
-    fits is copied.
+    fits is copied. ``persist_timeout_s`` may also be a function that gives it when the
+    pass first writes (``PersistTimeout``: a turn's one deadline across its passes).
     """
     limit = effective_budget(budget)
     if (
         persist_concurrency is not DEFAULT_PERSIST_CONCURRENCY
         or media_part_bytes is not DEFAULT_MEDIA_PART_BYTES
-        or persist_timeout_s is not DEFAULT_PERSIST_TIMEOUT_S
-    ):  # the defaults (every turn's) are valid: checked only when given
+        or (persist_timeout_s is not DEFAULT_PERSIST_TIMEOUT_S and not callable(persist_timeout_s))
+    ):  # the defaults and a turn's own deadline are valid: checked only when given
         _check_options(persist_concurrency, persist_timeout_s, media_part_bytes)
     lifecycle = check_lifecycle_tools(lifecycle_tools)
     same = responses if isinstance(responses, list) else list(responses)
     hooks = hook_text if isinstance(hook_text, list) else list(hook_text)
     if limit is None:
         return FinalizedTurn(same, hooks)
+    if len(same) == 1 and not hooks:
+        # A one-call turn of one plain output that fits (the usual turn): what the general
+        # pass finds, without its lists (``tests/finalize/test_one_response.py``).
+        length = plain_output_length(same[0], lifecycle)
+        if length is not None and length <= limit:
+            return FinalizedTurn(same, hooks, length)
     writer = Writer(store, same, persist_concurrency, persist_timeout_s)
     return await _fit_budget(same, hooks, writer, limit, lifecycle, media_part_bytes)
 
@@ -171,9 +182,14 @@ async def _fit_budget(
     # The media pass (which may await) runs only for a batch the measuring walk found media
     # in; it measures again only when the media pass changed a response. Measuring a small
     # batch allocates too little to be worth pausing the collector for.
-    with collector_paused() if len(same) > _SMALL_BATCH else _NOT_PAUSED:
+    if len(same) > _SMALL_BATCH:
+        with collector_paused():
+            slots = measure_turn(same, hooks, lifecycle)
+            # The usual turn, without media, is measured and planned in one synchronous
+            # stretch.
+            cuts = None if slots.media else plan_cuts(slots, limit)
+    else:
         slots = measure_turn(same, hooks, lifecycle)
-        # The usual turn, without media, is measured and planned in one synchronous stretch.
         cuts = None if slots.media else plan_cuts(slots, limit)
     if slots.media:
         checked = await check_media_parts(same, writer, media_part_bytes)

@@ -343,6 +343,21 @@ def measure_batch(responses: Sequence[ToolCallResponse], lifecycle: frozenset[st
     return BatchSlots(texts, places, ends, outputs, media, one_each)
 
 
+def plain_output_length(response: ToolCallResponse, lifecycle: frozenset[str]) -> int | None:
+    """The budgeted length of a response of one plain string ``output`` (the case
+    :func:`measure_batch` reads directly: its one slot), else ``None``."""
+    parts = response.parts
+    if len(parts) == 1 and type(part := parts[0]) is FunctionResponsePart:
+        body = part.function_response.response
+        if (
+            len(body) == 1
+            and type(output := body.get("output")) is str
+            and (response.name not in lifecycle or response.status != "success")
+        ):
+            return len(output)
+    return None
+
+
 def _plain_outputs(count: int) -> tuple[list[Place], list[int]]:
     """The places and ends of ``count`` responses of one plain output each."""
     return [FIRST_OUTPUT] * count, list(range(1, count + 1))

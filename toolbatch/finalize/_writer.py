@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -19,7 +19,8 @@ class Writer:
     """Persistence for one pass: bounded concurrency, one deadline, distinct ids.
 
     The deadline is ``timeout_s`` after the pass's first write starts (the media check's or
-    the cut responses'): most passes write nothing and never read the clock.
+    the cut responses'), asked then when it is a function: most passes write nothing and
+    never read the clock.
     """
 
     def __init__(
@@ -27,7 +28,7 @@ class Writer:
         store: ArtifactStore | None,
         responses: Sequence[ToolCallResponse],
         concurrency: int,
-        timeout_s: float,
+        timeout_s: float | Callable[[], float],
     ) -> None:
         self.store = store
         self._responses = responses
@@ -40,7 +41,8 @@ class Writer:
         """The seconds left before the pass's deadline (which starts with this first ask)."""
         now = anyio.current_time()
         if self._deadline is None:
-            self._deadline = now + self._timeout_s
+            timeout_s = self._timeout_s
+            self._deadline = now + (timeout_s() if callable(timeout_s) else timeout_s)
         return max(0.0, self._deadline - now)
 
     def id_of(self, owner: int) -> str:

@@ -63,6 +63,7 @@ class TurnCompleter:
         self._store = store
         self._session_id = session_id
         self._batch_hooks = batch_hooks
+        self._lifecycle = config.lifecycle  # the config is frozen: read once, not per turn
 
     async def complete(
         self,
@@ -71,19 +72,20 @@ class TurnCompleter:
         record: Recorder | None,
     ) -> Turn:
         """The turn of ``responses`` (in call order), recorded in ``record``."""
-        lifecycle = self.config.lifecycle
+        lifecycle = self._lifecycle
         # What the calls' own hooks said (PreToolUse, PostToolUse) is the turn's own text.
         context, stop_reason = _call_hook_text(responses)
         # One persist deadline for the turn, both passes, never past the caller's scopes: a
-        # hanging disk delays a turn by it once, not once per pass.
-        persist_until = persist_deadline()
+        # hanging disk delays a turn by it once, not once per pass. It is set when a pass
+        # first writes (most turns write nothing and never read the clock).
+        persist = _PersistDeadline()
         first = await finalize_turn(
             responses,
             (),
             budget=limit,
             store=self._store,
             lifecycle_tools=lifecycle,
-            persist_timeout_s=_seconds_left(persist_until),
+            persist_timeout_s=persist.seconds_left,
         )
         finalized, length = first.responses, first.length
         changed = False
@@ -110,7 +112,7 @@ class TurnCompleter:
                 budget=limit,
                 store=self._store,
                 lifecycle_tools=lifecycle,
-                persist_timeout_s=_seconds_left(persist_until),
+                persist_timeout_s=persist.seconds_left,
             )
             finalized, hook_text, length = second.responses, second.hook_text, second.length
         turn = _guarded_turn(finalized, hook_text, limit, lifecycle, stop_reason, length)
@@ -120,7 +122,7 @@ class TurnCompleter:
             except RecorderError as exc:
                 exc.turn = turn
                 raise
-        if length is not None or _logs_info():  # measuring the turn again walks every part
+        if _logs_info():  # no logger is built for a turn whose summary is filtered out
             log.info(
                 "turn.completed",
                 responses=len(turn.responses),
@@ -131,14 +133,47 @@ class TurnCompleter:
         return turn
 
 
-def _seconds_left(deadline: float) -> float:
-    """Seconds until ``deadline`` on the anyio clock; a past one still gives a pass a moment
-    (finalize needs a timeout > 0), so its writes are abandoned at once."""
-    return max(deadline - anyio.current_time(), MIN_PERSIST_S)
+class _PersistDeadline:
+    """A turn's one persist deadline, on the anyio clock, set when a pass first writes."""
+
+    __slots__ = ("_until",)
+
+    def __init__(self) -> None:
+        self._until: float | None = None
+
+    def seconds_left(self) -> float:
+        """Seconds until the deadline; a past one still gives a pass a moment (finalize
+        needs a timeout > 0), so its writes are abandoned at once."""
+        if self._until is None:
+            self._until = persist_deadline()
+        return max(self._until - anyio.current_time(), MIN_PERSIST_S)
+
+
+_FILTERING_LEVELS: Final = {
+    structlog.make_filtering_bound_logger(level): level
+    for level in (
+        logging.NOTSET,
+        logging.DEBUG,
+        logging.INFO,
+        logging.WARNING,
+        logging.ERROR,
+        logging.CRITICAL,
+    )
+}
+"""structlog's filtering logger classes (its default and ``configure_logging``'s) and the
+least severe level each emits."""
 
 
 def _logs_info() -> bool:
-    """Whether the scheduler's info events are emitted (a logger that cannot say: yes)."""
+    """Whether the scheduler's info events are emitted (a logger that cannot say: yes).
+
+    Read from the live configuration each turn: a filtering logger's class says its level,
+    so no logger is built to find out (a bound logger cannot be kept: unconfigured
+    structlog binds the ``sys.stdout`` of the moment). Other wrapper classes are asked.
+    """
+    level = _FILTERING_LEVELS.get(structlog.get_config()["wrapper_class"])
+    if level is not None:
+        return level <= logging.INFO
     enabled = getattr(log.bind(), "is_enabled_for", None)
     return enabled is None or bool(enabled(logging.INFO))
 

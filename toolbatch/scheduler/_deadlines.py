@@ -1,4 +1,4 @@
-"""The deadlines of one batch's running calls, and the workers whose scopes they cancel."""
+"""The deadlines of a session's running calls, and the workers whose scopes they cancel."""
 
 from __future__ import annotations
 
@@ -40,58 +40,67 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
 
 
 class Deadlines:
-    """The deadlines of one batch's running calls.
+    """The deadlines of one session's running calls (every batch's).
 
-    On asyncio one timer of the event loop serves the whole batch: it is set for the
-    earliest deadline of a running call and, when it fires, cancels the workers whose
-    call is past its deadline, then sets itself for the next one (calls started later
-    mostly end later, so a batch of 1,000 calls usually sets it once). Elsewhere each
-    running call's deadline is its worker scope's own.
+    On asyncio one timer of the event loop serves the session: it is set for the earliest
+    deadline of a running call and, when it fires, cancels the workers whose call is past
+    its deadline, then sets itself for the next one, or for none when no call runs. A
+    batch's calls end long before their deadlines as a rule, so the timer of one batch
+    usually serves the next ones too: a one-call batch sets no timer and cancels none
+    (a timer per batch left a cancelled handle in the loop's heap each time). Elsewhere
+    each running call's deadline is its worker scope's own.
     """
 
-    __slots__ = ("_handle", "_loop", "_workers", "now", "timer", "when")
+    __slots__ = ("_handle", "_workers", "loop", "now", "timer", "when")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        self._loop = loop
-        self._workers: list[Worker] = []
+        self.loop = loop
+        """The event loop whose timer this is (``None``: the scopes' own deadlines)."""
+        self._workers: set[Worker] = set()
         self._handle: asyncio.TimerHandle | None = None
         self.timer = loop is not None
-        """Whether the batch's one timer watches the deadlines (else each worker's scope):
+        """Whether the session's one timer watches the deadlines (else each worker's scope):
         then an answered call's deadline ends with ``worker.plan = None`` alone."""
         self.when = math.inf
         """A deadline earlier than this needs :meth:`start`, a later one is watched already
-        (the timer is set for it; without the timer, every deadline needs it)."""
+        (the timer is set for it, or fires earlier and sets itself again; without the
+        timer, every deadline needs it)."""
         self.now = loop.time if loop is not None else anyio.current_time
         """The time on the clock deadlines are set on (``anyio.current_time()``)."""
 
     def worker(self) -> Worker:
-        """A new worker whose running call this batch's timer watches."""
+        """A new worker whose running call the timer watches until :meth:`release`."""
         worker = Worker()
-        self._workers.append(worker)
+        self._workers.add(worker)
         return worker
+
+    def release(self, worker: Worker) -> None:
+        """``worker`` has stopped: nothing of it is watched any more."""
+        worker.plan = None
+        self._workers.discard(worker)
 
     def start(self, worker: Worker, deadline: float) -> None:
         """``worker``'s call is cancelled at ``deadline`` unless it has answered by then."""
-        if self._loop is None:
+        if self.loop is None:
             assert worker.scope is not None
             worker.scope.deadline = deadline
         elif deadline < self.when:
             if self._handle is not None:
                 self._handle.cancel()
             self.when = deadline
-            self._handle = self._loop.call_at(deadline, self._expire)
+            self._handle = self.loop.call_at(deadline, self._expire)
 
     def stop(self, worker: Worker) -> None:
         """``worker``'s call has answered: its deadline no longer applies."""
         worker.plan = None
-        if self._loop is None and worker.scope is not None:
+        if self.loop is None and worker.scope is not None:
             worker.scope.deadline = math.inf
 
     def _expire(self) -> None:
-        assert self._loop is not None
+        assert self.loop is not None
         self._handle = None
         self.when = math.inf
-        now = self._loop.time()
+        now = self.loop.time()
         upcoming = math.inf
         for worker in self._workers:
             plan = worker.plan
@@ -105,11 +114,12 @@ class Deadlines:
                 upcoming = plan.deadline
         if upcoming < math.inf:
             self.when = upcoming
-            self._handle = self._loop.call_at(upcoming, self._expire)
+            self._handle = self.loop.call_at(upcoming, self._expire)
 
     def close(self) -> None:
-        """The batch has ended: no timer is left behind."""
+        """The session has ended: no timer is left behind."""
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
         self.when = math.inf
+        self._workers.clear()

@@ -58,9 +58,11 @@ YIELD_EVERY_CALLS: Final = 16
 
 @dataclass(slots=True, eq=False)
 class Route:
-    """How one tool's calls run, read from its producer once per batch (not per call)."""
+    """How one tool's calls run, read from its producer (and its frozen declaration) once,
+    then kept for the session while the tool's name finds that producer and declaration."""
 
     producer: Producer
+    declaration: ToolDeclaration
     timeout_s: float
     """What the call is told it may take (``ProducerContext.timeout_s``)."""
     allowed_s: float
@@ -201,6 +203,9 @@ class CallRunner:
     ) -> None:
         self.config = config
         self._gate = gate
+        # The gate is frozen for the session: what every batch asks of it, asked once.
+        self._gated = gate.checks_before
+        self._post_hooks = gate.has_post
         self._store = store
         self._policy = policy
         self._lookup = lookup
@@ -209,6 +214,24 @@ class CallRunner:
         # ``anyio.Event()`` and ``anyio.CancelScope()`` look the backend up on every call.
         self._new_event = new_event
         self._new_scope = new_scope
+        self._deadlines: Deadlines | None = None
+        self._routes: dict[str, Route] = {}
+
+    def _session_deadlines(self) -> Deadlines:
+        """The deadlines of this session's running calls, on the running event loop."""
+        loop = asyncio_loop()
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            if deadlines is not None:
+                deadlines.close()
+            deadlines = self._deadlines = Deadlines(loop)
+        return deadlines
+
+    def close(self) -> None:
+        """The session has ended: no deadline timer is left behind."""
+        if self._deadlines is not None:
+            self._deadlines.close()
+            self._deadlines = None
 
     async def run(
         self,
@@ -288,17 +311,21 @@ class CallRunner:
         producer = self._lookup(name)
         if producer is None:
             return None
+        declaration = producer.declaration
+        known = self._routes.get(name)
+        if known is not None and known.producer is producer and known.declaration is declaration:
+            return known  # the frozen declaration and config say the same as last time
         # The deadline is the configured ceiling plus a grace to clean up, or the
         # producer's own timeout (a @tool's) when that is shorter.
         ceiling = self.config.call_timeout
-        declaration = producer.declaration
         own = declaration.timeout_s
         if own is not None and own < ceiling:
             timeout_s = allowed_s = float(own)
         else:
             timeout_s, allowed_s = ceiling, ceiling + BACKSTOP_GRACE_S
-        return Route(
+        route = self._routes[name] = Route(
             producer,
+            declaration,
             timeout_s=timeout_s,
             allowed_s=allowed_s,
             # Generic persistence is opt-in per producer: @tool functions declare a
@@ -306,6 +333,7 @@ class CallRunner:
             output_threshold=declaration.output_threshold,
             needs_permission=declaration.needs_permission and not declaration.trusted,
         )
+        return route
 
     async def _execute(
         self,
@@ -318,17 +346,16 @@ class CallRunner:
         if not runnable:
             return
         aborted = None if abort is None else self._new_event()
-        deadlines = Deadlines(asyncio_loop())
         batch = Batch(
             aborted,
-            deadlines,
+            self._session_deadlines(),
             reporter,
             approve,
             new_event=self._new_event,
             new_scope=self._new_scope,
             abortable=abort is not None,
-            gated=self._gate.checks_before,
-            post_hooks=self._gate.has_post,
+            gated=self._gated,
+            post_hooks=self._post_hooks,
         )
         # ``concurrency`` workers take the calls in the model's order: the limit without a
         # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
@@ -337,23 +364,20 @@ class CallRunner:
         # runs in place: a one-call batch starts no task at all.
         queue = iter(runnable)
         workers = min(self.config.concurrency, len(runnable))
-        try:
-            if abort is None and workers == 1:
-                await self._work(queue, batch)
-            elif abort is None:
+        if abort is None and workers == 1:
+            await self._work(queue, batch)
+        elif abort is None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(workers):
+                    tg.start_soon(self._work, queue, batch)
+        else:
+            assert aborted is not None
+            async with anyio.create_task_group() as outer:
                 async with anyio.create_task_group() as tg:
+                    outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
                     for _ in range(workers):
                         tg.start_soon(self._work, queue, batch)
-            else:
-                assert aborted is not None
-                async with anyio.create_task_group() as outer:
-                    async with anyio.create_task_group() as tg:
-                        outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
-                        for _ in range(workers):
-                            tg.start_soon(self._work, queue, batch)
-                    outer.cancel_scope.cancel()
-        finally:
-            deadlines.close()
+                outer.cancel_scope.cancel()
         for plan in runnable:
             if plan.response is None:
                 self._answer_stopped(plan, aborted=aborted is not None and aborted.is_set())
@@ -367,50 +391,54 @@ class CallRunner:
         aborted, deadlines, reporter = batch.aborted, batch.deadlines, batch.reporter
         abortable, telemetry, silent = batch.abortable, reporter.telemetry, reporter.silent
         answer, checkpoint = self._answer, anyio.lowlevel.checkpoint
-        # With the batch's timer (asyncio), an answered call's deadline ends by clearing
+        # With the session's timer (asyncio), an answered call's deadline ends by clearing
         # its worker's plan: no call into ``Deadlines`` per call.
         timer = deadlines.timer
         worker = deadlines.worker()
         answered = 0
-        while True:
-            with batch.new_scope() as scope:
-                worker.scope = scope
-                worker.expired = False
-                for plan in queue:
-                    if abortable and aborted is not None and aborted.is_set():
-                        return  # the rest are answered as cancelled once the batch ends
-                    answered += 1
-                    if answered % YIELD_EVERY_CALLS == 0:
-                        # Calls that never suspend (a trivial async tool) must not starve
-                        # the rest of the loop: the abort watcher, an observer's writer.
-                        await checkpoint()
-                    worker.plan = plan
-                    span = None if telemetry is None else telemetry.start_call(plan.call)
-                    if span is None:
-                        plan.response = await answer(plan, worker, batch)
-                    else:
-                        plan.span = span
-                        with call_scope(span):
+        try:
+            while True:
+                with batch.new_scope() as scope:
+                    worker.scope = scope
+                    worker.expired = False
+                    for plan in queue:
+                        if abortable and aborted is not None and aborted.is_set():
+                            return  # the rest are answered as cancelled once the batch ends
+                        answered += 1
+                        if answered % YIELD_EVERY_CALLS == 0:
+                            # Calls that never suspend (a trivial async tool) must not starve
+                            # the rest of the loop: the abort watcher, an observer's writer.
+                            await checkpoint()
+                        worker.plan = plan
+                        span = None if telemetry is None else telemetry.start_call(plan.call)
+                        if span is None:
                             plan.response = await answer(plan, worker, batch)
-                    if timer:
-                        worker.plan = None
+                        else:
+                            plan.span = span
+                            with call_scope(span):
+                                plan.response = await answer(plan, worker, batch)
+                        if timer:
+                            worker.plan = None
+                        else:
+                            deadlines.stop(worker)
+                        if not silent:
+                            reporter.finished(plan)
+                        # An answered call needs its context no more: a batch of 100,000
+                        # calls should not hold 100,000 of them until it ends.
+                        plan.context = None
+                        if worker.expired if timer else scope.cancel_called:
+                            break  # a deadline came as the call answered: a new scope
                     else:
-                        deadlines.stop(worker)
-                    if not silent:
-                        reporter.finished(plan)
-                    # An answered call needs its context no more: a batch of 100,000
-                    # calls should not hold 100,000 of them until it ends.
-                    plan.context = None
-                    if worker.expired if timer else scope.cancel_called:
-                        break  # a deadline came as the call answered: a new scope
-                else:
-                    return
-            stopped = worker.plan
-            if stopped is not None:
-                # The scope caught its cancellation: the call's deadline passed (an abort
-                # cancels the task group, which this scope does not catch).
-                deadlines.stop(worker)
-                stopped.timed_out = True
+                        return
+                stopped = worker.plan
+                if stopped is not None:
+                    # The scope caught its cancellation: the call's deadline passed (an abort
+                    # cancels the task group, which this scope does not catch).
+                    deadlines.stop(worker)
+                    stopped.timed_out = True
+        finally:
+            # The worker's calls end with it: the session's timer forgets it.
+            deadlines.release(worker)
 
     def _answer_stopped(self, plan: Plan, *, aborted: bool) -> None:
         """The response of a call whose task was cancelled (abort or deadline)."""

@@ -98,6 +98,7 @@ class ToolScheduler:
             input_chars=hook_input_chars(self.config.budget),
         )
         self._batch_hooks = self.config.post_tool_batch_hooks()
+        self._budget = self.config.budget  # the config is frozen: read once, not per turn
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -158,6 +159,8 @@ class ToolScheduler:
         tb: TracebackType | None,
     ) -> None:
         stack, self._stack = self._stack, None
+        if self._runner is not None:
+            self._runner.close()
         self._runner = self._completer = None
         if stack is not None:
             await stack.__aexit__(exc_type, exc, tb)
@@ -205,16 +208,6 @@ class ToolScheduler:
     def _check_open(self) -> None:
         if self._stack is None:
             raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
-
-    def _open_runner(self) -> CallRunner:
-        if self._runner is None:
-            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
-        return self._runner
-
-    def _open_completer(self) -> TurnCompleter:
-        if self._completer is None:
-            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
-        return self._completer
 
     @property
     def store(self) -> ArtifactStore:
@@ -281,7 +274,8 @@ class ToolScheduler:
             RecorderError: the configured recorder failed; ``.turn`` holds the completed
                 turn, which was not recorded.
         """
-        limit = self._limit(budget)  # checked before anything runs
+        # Checked before anything runs (the configured budget was checked with the config).
+        limit = self._budget if budget is USE_CONFIG else self._limit(budget)
         pending = await self.execute(calls, abort=abort, observer=observer, approve=approve)
         return await self._complete_turn(pending, limit, USE_CONFIG)
 
@@ -302,7 +296,9 @@ class ToolScheduler:
         (``PendingTurn.add``). Nothing a tool raises escapes (``SystemExit`` included);
         every call is reported to ``observer`` exactly once (started, then finished).
         """
-        runner = self._open_runner()
+        runner = self._runner
+        if runner is None:
+            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
         telemetry = begin_turn(self.config.session_id)
         if telemetry is None:
             plans = await runner.run(calls, abort, observer, approve)
@@ -357,7 +353,7 @@ class ToolScheduler:
     def _limit(self, budget: Budget | float | UseConfig) -> Budget:
         """A turn's budget as given (checked once, here) or the configured one."""
         if isinstance(budget, UseConfig):
-            return self.config.budget
+            return self._budget
         return check_budget(budget, name="budget")
 
     async def _complete_turn(
@@ -366,7 +362,9 @@ class ToolScheduler:
         limit: Budget,
         recorder: Recorder | UseConfig | None,
     ) -> Turn:
-        completer = self._open_completer()
+        completer = self._completer
+        if completer is None:
+            raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
         if not isinstance(pending, PendingTurn):
             pending = PendingTurn.answered(pending)
         pending.claim()
