@@ -8,14 +8,23 @@ This is ``ToolScheduler.execute``'s work. The calls are planned in the model's o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import asyncio
+import contextvars
+import operator
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import structlog
 from pydantic import ValidationError
+
+try:  # anyio asks sniffio for the running library when it is installed
+    from sniffio import current_async_library_cvar
+except ImportError:  # else it finds the running asyncio loop itself
+    current_async_library_cvar = None  # type: ignore[assignment]
 
 from toolbatch._core import (
     BatchObserver,
@@ -360,33 +369,47 @@ class CallRunner:
         # ``concurrency`` workers take the calls in the model's order: the limit without a
         # semaphore, and a task per worker rather than per call (1,000 calls, 10 tasks).
         # A call's deadline cancels its worker's scope (``Worker``, ``Deadlines``); an
-        # abort cancels the workers' task group. A lone worker without an abort to watch
-        # runs in place: a one-call batch starts no task at all.
+        # abort cancels the workers' task group. The calling task is the first worker
+        # (a one-call batch without an abort to watch starts no task at all), and the
+        # others start only once one of its calls suspends (``Helpers``): calls that
+        # never suspend are answered one after the other anyway, with no task started.
         queue = iter(runnable)
         workers = min(self.config.concurrency, len(runnable))
         if abort is None and workers == 1:
             await self._work(queue, batch)
         elif abort is None:
             async with anyio.create_task_group() as tg:
-                for _ in range(workers):
-                    tg.start_soon(self._work, queue, batch)
+                await self._work(queue, batch, self._helpers(tg, queue, batch, workers - 1))
         else:
             assert aborted is not None
             async with anyio.create_task_group() as outer:
                 async with anyio.create_task_group() as tg:
                     outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
-                    for _ in range(workers):
-                        tg.start_soon(self._work, queue, batch)
+                    helpers = self._helpers(tg, queue, batch, workers - 1)
+                    await self._work(queue, batch, helpers)
                 outer.cancel_scope.cancel()
         for plan in runnable:
             if plan.response is None:
                 self._answer_stopped(plan, aborted=aborted is not None and aborted.is_set())
                 reporter.finished(plan)
 
+    def _helpers(
+        self, tg: anyio.abc.TaskGroup, queue: Iterator[Plan], batch: Batch, count: int
+    ) -> Helpers | None:
+        """The first worker's helpers, started when one of its calls suspends (asyncio),
+        or at once (another backend: ``None``)."""
+        loop = batch.deadlines.loop
+        if loop is None or count < 1:
+            for _ in range(count):
+                tg.start_soon(self._work, queue, batch)
+            return None
+        return Helpers(loop, tg, queue, count, lambda: self._work(queue, batch))
+
     async def _work(
         self,
         queue: Iterator[Plan],
         batch: Batch,
+        helpers: Helpers | None = None,
     ) -> None:
         aborted, deadlines, reporter = batch.aborted, batch.deadlines, batch.reporter
         abortable, telemetry, silent = batch.abortable, reporter.telemetry, reporter.silent
@@ -410,6 +433,8 @@ class CallRunner:
                             # the rest of the loop: the abort watcher, an observer's writer.
                             await checkpoint()
                         worker.plan = plan
+                        if helpers is not None and not helpers.armed:
+                            helpers.arm(worker)
                         span = None if telemetry is None else telemetry.start_call(plan.call)
                         if span is None:
                             plan.response = await answer(plan, worker, batch)
@@ -439,6 +464,8 @@ class CallRunner:
         finally:
             # The worker's calls end with it: the session's timer forgets it.
             deadlines.release(worker)
+            if helpers is not None:
+                helpers.stop()
 
     def _answer_stopped(self, plan: Plan, *, aborted: bool) -> None:
         """The response of a call whose task was cancelled (abort or deadline)."""
@@ -570,6 +597,70 @@ class CallRunner:
         if refused is not None:
             return refused
         return Admitted(call)
+
+
+class Helpers:
+    """The workers that help the first one, started only once one of its calls suspends.
+
+    When the first worker starts a call, it asks the event loop to look at it once the loop
+    runs next (``arm``). The loop runs when the worker's task yields: at a call that
+    suspends (then, with calls still queued, every helper the limit allows starts, at once:
+    a long call delays the next ones by one loop iteration at most), or at the worker's
+    regular yield between calls (then nothing has suspended: no helper starts, and the next
+    call arms the look again). A batch of calls that never suspend starts no task.
+    """
+
+    __slots__ = ("_context", "_count", "_loop", "_queue", "_start", "_tg", "_worker", "armed")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        tg: anyio.abc.TaskGroup,
+        queue: Iterator[Plan],
+        count: int,
+        work: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        self._loop = loop
+        self._tg = tg
+        self._queue = queue
+        self._count = count
+        self._start = work
+        # The helpers run in the context the first worker started in (the loop's callback
+        # would otherwise lend them the context of the call that armed it), which names the
+        # running library: a loop callback runs in no task, where anyio cannot tell it.
+        self._context = contextvars.copy_context()
+        if current_async_library_cvar is not None:
+            self._context.run(current_async_library_cvar.set, "asyncio")
+        self._worker: Worker | None = None
+        self.armed = False
+        """A look is due (or no helper will start any more): the worker need not arm one."""
+
+    def arm(self, worker: Worker) -> None:
+        """``worker`` has just taken a call: look at it once the event loop runs next."""
+        self.armed = True
+        self._worker = worker
+        self._loop.call_soon(self._look, context=self._context)
+
+    def stop(self) -> None:
+        """The first worker has stopped: no helper starts any more."""
+        self.armed = True
+        self._worker = None
+
+    def _look(self) -> None:
+        worker = self._worker
+        if worker is None:
+            return  # the helpers have started, or the first worker has stopped
+        if worker.plan is None:
+            self.armed = False  # the worker yielded between calls: arm again at the next
+            return
+        # The worker's call has suspended: start the helpers the queued calls need (none
+        # once the batch is aborted: they would be cancelled before they start).
+        self._worker = None
+        if self._tg.cancel_scope.cancel_called:
+            return
+        waiting = operator.length_hint(self._queue)
+        for _ in range(min(self._count, waiting)):
+            self._tg.start_soon(self._start)
 
 
 async def _watch_abort(
