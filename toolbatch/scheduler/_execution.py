@@ -427,11 +427,6 @@ class CallRunner:
                     for plan in queue:
                         if abortable and aborted is not None and aborted.is_set():
                             return  # the rest are answered as cancelled once the batch ends
-                        answered += 1
-                        if answered % YIELD_EVERY_CALLS == 0:
-                            # Calls that never suspend (a trivial async tool) must not starve
-                            # the rest of the loop: the abort watcher, an observer's writer.
-                            await checkpoint()
                         worker.plan = plan
                         if helpers is not None and not helpers.armed:
                             helpers.arm(worker)
@@ -453,6 +448,13 @@ class CallRunner:
                         plan.context = None
                         if worker.expired if timer else scope.cancel_called:
                             break  # a deadline came as the call answered: a new scope
+                        answered += 1
+                        if answered % YIELD_EVERY_CALLS == 0:
+                            # Calls that never suspend (a trivial async tool) must not starve
+                            # the rest of the loop: the abort watcher, an observer's writer.
+                            # Between calls, not after taking one: the other workers must
+                            # not start the calls behind it first.
+                            await checkpoint()
                     else:
                         return
                 stopped = worker.plan
