@@ -163,3 +163,20 @@ async def test_any_mix_of_calls_starts_in_order_within_the_limit(
     assert [r.status for r in turn.responses] == ["success"] * len(calls)
     assert gauge.started == list(range(len(calls)))
     assert gauge.peak <= concurrency
+
+
+async def test_a_batch_aborted_before_it_starts_runs_no_call(
+    tmp_path: Path, deadlines: str
+) -> None:
+    """The abort is already set: no tool runs (the first worker is the calling task, which
+    would otherwise answer calls that never suspend before the abort is seen)."""
+    gauge = Gauge()
+    abort = anyio.Event()
+    abort.set()
+    calls = [_instant(i) for i in range(20)] + [_wait(20)]
+    async with ToolScheduler(_registry(gauge), _config(tmp_path, 4)) as scheduler:
+        with anyio.fail_after(10):
+            turn = await scheduler.run_batch(calls, abort=abort)
+    assert gauge.started == []
+    assert [r.status for r in turn.responses] == ["cancelled"] * 21
+    assert all("cancelled by the user" in (r.error or "") for r in turn.responses)

@@ -382,6 +382,8 @@ class CallRunner:
                 await self._work(queue, batch, self._helpers(tg, queue, batch, workers - 1))
         else:
             assert aborted is not None
+            if abort.is_set():
+                aborted.set()  # aborted already: the first worker runs no call
             async with anyio.create_task_group() as outer:
                 async with anyio.create_task_group() as tg:
                     outer.start_soon(_watch_abort, abort, aborted, tg.cancel_scope)
