@@ -2,8 +2,10 @@
 
 This is ``ToolScheduler.execute``'s work. The calls are planned in the model's order
 (unknown tools, invalid calls and repeated ids are answered in place), then
-``concurrency`` workers take the rest in that order, each call with its deadline
+up to ``concurrency`` workers take the rest in that order, each call with its deadline
 (``_deadlines``), and every call gets exactly one response. Nothing a tool raises escapes.
+The calling task is the first worker; the others start once one of its calls suspends
+(``Helpers``), so calls that never suspend start no task.
 """
 
 from __future__ import annotations
