@@ -99,8 +99,9 @@ class AnthropicModel:
         max_tokens: int = DEFAULT_ANTHROPIC_MAX_TOKENS,
         timeout_s: float = SDK_REQUEST_TIMEOUT_S,
     ) -> None:
-        self._sdk = import_sdk("anthropic", _CLIENT)
+        # The name first: a missing one is refused before seconds of SDK import.
         self.model = model_name(model, "ANTHROPIC_MODEL", _CLIENT)
+        self._sdk = import_sdk("anthropic", _CLIENT)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
         if base_url is not None and not base_url.startswith(("http://", "https://")):

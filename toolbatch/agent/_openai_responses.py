@@ -99,8 +99,9 @@ class OpenAIResponsesModel:
         system: str | None = None,
         timeout_s: float = SDK_REQUEST_TIMEOUT_S,
     ) -> None:
-        self._sdk = import_sdk("openai", _CLIENT)
+        # The name first: a missing one is refused before seconds of SDK import.
         self.model = model_name(model, "OPENAI_MODEL", _CLIENT)
+        self._sdk = import_sdk("openai", _CLIENT)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         if not self.api_key:
             raise ConfigError(
