@@ -62,8 +62,10 @@ __all__ = [
     "open_group_process",
     "open_pipe",
     "sandboxed_members",
+    "signal_each",
     "signal_group",
     "stop_group",
+    "terminate_and_wait",
     "wait_group_gone",
 ]
 
@@ -318,31 +320,39 @@ def sandboxed_members(leader: int) -> tuple[list[int], list[int]]:
     return inits, members
 
 
-def _signal_each(pids: Sequence[int], signum: int) -> None:
+def signal_each(pids: Sequence[int], signum: int) -> None:
+    """Send ``signum`` to each of ``pids``; one already gone (or not ours) is skipped."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
 
 
+async def terminate_and_wait(members: Callable[[], Sequence[int]], *, grace_s: float) -> bool:
+    """SIGTERM and SIGCONT to the processes ``members()`` lists (read in a thread: a /proc
+    scan), then wait up to ``grace_s`` for none to be left, polling with a backoff from 2 ms
+    to 50 ms. Whether there was any to signal."""
+    found = await anyio.to_thread.run_sync(members)
+    if not found:
+        return False
+    signal_each(found, signal.SIGTERM)
+    signal_each(found, signal.SIGCONT)
+    delay = GROUP_POLL_MIN_S
+    with anyio.move_on_after(grace_s):
+        while await anyio.to_thread.run_sync(members):
+            await anyio.sleep(delay)
+            delay = min(delay * 2, GROUP_POLL_MAX_S)
+    return True
+
+
 async def _stop_namespace(process: GroupProcess, *, grace_s: float) -> GroupStop:
     """:func:`stop_group` for a command under ``bwrap`` (see the module docstring)."""
     leader = process.pid
-    terminated = False
-    _, members = await anyio.to_thread.run_sync(sandboxed_members, leader)
-    if members:
-        _signal_each(members, signal.SIGTERM)
-        _signal_each(members, signal.SIGCONT)
-        terminated = True
-        delay = GROUP_POLL_MIN_S
-        with anyio.move_on_after(grace_s):
-            while (await anyio.to_thread.run_sync(sandboxed_members, leader))[1]:
-                await anyio.sleep(delay)
-                delay = min(delay * 2, GROUP_POLL_MAX_S)
+    terminated = await terminate_and_wait(lambda: sandboxed_members(leader)[1], grace_s=grace_s)
     killed = False
     if await group_alive(leader):
         inits, members = await anyio.to_thread.run_sync(sandboxed_members, leader)
         # The init's death kills its namespace; the outer bwrap would take it too.
-        _signal_each(inits, signal.SIGKILL)
+        signal_each(inits, signal.SIGKILL)
         killed = signal_group(leader, signal.SIGKILL) and bool(members)
     await process.wait()
     if terminated or killed:

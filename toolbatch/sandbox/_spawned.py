@@ -19,20 +19,16 @@ import anyio.to_thread
 import structlog
 
 from toolbatch.sandbox._process import (
-    GROUP_POLL_MAX_S,
     GROUP_POLL_MIN_S,
     GroupStop,
     TreeProcess,
     children_by_parent,
     group_members,
-    signal_group,
-)
-from toolbatch.sandbox._spawner_instance import (
-    CREDENTIALS_BYTES,
-    SpawnerInstance,
-    sender_pid,
     signal_each,
+    signal_group,
+    terminate_and_wait,
 )
+from toolbatch.sandbox._spawner_instance import CREDENTIALS_BYTES, SpawnerInstance, sender_pid
 
 __all__ = ["SPAWN_REPLY_S", "SpawnedCommand"]
 
@@ -224,18 +220,8 @@ class SpawnedCommand(TreeProcess):
             if self._pid <= 0:
                 return GroupStop(terminated=False, killed=False)
         signal_each([self._pid], signal.SIGCONT)  # a command may have stopped it
-        terminated = False
-        members = await anyio.to_thread.run_sync(self._members)
-        if members:
-            signal_each(members, signal.SIGTERM)
-            signal_each(members, signal.SIGCONT)
-            terminated = True
-            delay = GROUP_POLL_MIN_S
-            with anyio.move_on_after(grace_s):
-                while await anyio.to_thread.run_sync(self._members):
-                    await anyio.sleep(delay)
-                    delay = min(delay * 2, GROUP_POLL_MAX_S)
-            members = await anyio.to_thread.run_sync(self._members)
+        terminated = await terminate_and_wait(self._members, grace_s=grace_s)
+        members = await anyio.to_thread.run_sync(self._members) if terminated else []
         killed = bool(members)
         signal_each(members, signal.SIGKILL)
         with anyio.move_on_after(SUPERVISOR_EXIT_S):

@@ -16,14 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, Final
 
-from toolbatch.sandbox._process import children_by_parent, signal_group
+from toolbatch.sandbox._process import children_by_parent, signal_each, signal_group
 from toolbatch.sandbox._reaper import forget_group
 
-__all__ = ["CREDENTIALS_BYTES", "SPAWNER_EXIT_S", "SpawnerInstance", "sender_pid", "signal_each"]
+__all__ = ["CREDENTIALS_BYTES", "SPAWNER_EXIT_S", "SpawnerInstance", "sender_pid"]
 
 SPAWNER_EXIT_S: Final = 2.0
 """How long closing waits for a spawner to leave before it is killed."""
@@ -180,12 +179,6 @@ def _hung_up(channel: socket.socket) -> bool:
     watch = select.poll()
     watch.register(channel, select.POLLHUP)
     return any(events & select.POLLHUP for _, events in watch.poll(0))
-
-
-def signal_each(pids: Sequence[int], signum: int) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
 
 
 def _mount_field(path: str) -> bytes:
