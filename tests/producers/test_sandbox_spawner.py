@@ -118,6 +118,25 @@ async def test_killing_or_stopping_ppid_costs_only_that_commands_status(tmp_path
     assert after.content == "after\n[exit code: 0]"
 
 
+async def test_a_command_cannot_open_the_memory_of_its_supervisor_or_the_spawner(
+    tmp_path: Path,
+) -> None:
+    """The spawner and the supervisors are not dumpable: a command cannot rewrite the
+    processes that run the session's later commands and report their exit status (it can
+    still read its own memory)."""
+    probe = (
+        "spawner=$(cut -d' ' -f4 /proc/$PPID/stat); "
+        "for pid in $PPID $spawner; do "
+        "(exec 3</proc/$pid/mem) 2>/dev/null && echo opened:$pid; done; "
+        "(exec 3</proc/self/mem) && echo own"
+    )
+    with open_process_policy(workspace_roots=[tmp_path]) as policy:
+        first = await sh(policy, probe)
+        again = await sh(policy, probe)  # a supervisor kept from the first command
+    for result in (first, again):
+        assert result.content == "own\n[exit code: 0]", result.content
+
+
 async def test_commands_one_after_another_each_get_only_their_own(tmp_path: Path) -> None:
     """Supervisors are kept from one command to the next: each command still gets its own
     cwd, environment and three descriptors, and one that leaves a process behind keeps its

@@ -68,6 +68,11 @@ IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.
            signal.SIGALRM)
 RESET = IGNORED + (signal.SIGCHLD,)
 libc = ctypes.CDLL(None, use_errno=True)
+# Not dumpable (inherited by the supervisors, reset by the command's execve): a command can
+# neither ptrace nor open /proc/<pid>/mem of the spawner or a supervisor, which runs the
+# session's later commands and reports their exit status (the capabilities are dropped).
+PR_SET_DUMPABLE = 4
+libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 control = socket.socket(fileno=int(sys.argv[1]))
 control.set_inheritable(False)
 for number in IGNORED:
