@@ -18,6 +18,7 @@ import pytest
 import structlog
 from hypothesis import HealthCheck, settings
 
+from tests.readme_runs import ReadmeRuns
 from toolbatch.artifacts._home import STATE_DIR_ENV
 
 # Hypothesis: small by default (the edit loop), full where HYPOTHESIS_PROFILE=ci (.ci/run).
@@ -165,6 +166,12 @@ def state_dir(
     state = tmp_path_factory.mktemp("state")
     monkeypatch.setenv(STATE_DIR_ENV, str(state))
     return state
+
+
+@pytest.fixture(scope="session")
+def readme_runs(tmp_path_factory: pytest.TempPathFactory) -> ReadmeRuns:
+    """The README's console blocks, each run once (``tests/readme_runs.py``)."""
+    return ReadmeRuns(tmp_path_factory)
 
 
 @pytest.fixture

@@ -1,4 +1,7 @@
-"""The examples run with one command each and do what their docstrings say."""
+"""The examples run with one command each and do what their docstrings say.
+
+The examples the README runs exactly as a reader would (`python examples/<name>.py`) are
+checked in the output of that run (`tests/readme_runs.py`), not run a second time."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from tests.fake_model_apis import Call, anthropic_answer, fake_api, responses_answer
+from tests.readme_runs import README_GROUP, ReadmeRuns
 from toolbatch import load_session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,11 +184,10 @@ def test_openai_loop_example_without_a_model_name_explains_itself() -> None:
     assert "OPENAI_MODEL" in done.stderr
 
 
-def test_scripted_loop_example_runs_real_tools_within_budget() -> None:
+@README_GROUP
+def test_scripted_loop_example_runs_real_tools_within_budget(readme_runs: ReadmeRuns) -> None:
     """Shell, MCP and a custom tool over three turns; each turn within 12,000 chars."""
-    done = _run("scripted_loop.py")
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = readme_runs.command("python examples/scripted_loop.py").stdout.splitlines()
     turns = [line for line in lines if line.startswith("turn ")]
     assert len(turns) == 3
     for line in turns:
@@ -200,12 +203,12 @@ def test_scripted_loop_example_runs_real_tools_within_budget() -> None:
     assert len(tool_turns) == 3
 
 
-def test_subagent_example_returns_the_childs_answer() -> None:
+@README_GROUP
+def test_subagent_example_returns_the_childs_answer(readme_runs: ReadmeRuns) -> None:
     """The parent receives the child's final answer through its agent tool."""
-    done = _run("subagent.py")
-    assert done.returncode == 0, done.stderr
-    assert "The sequence has 100000 lines" in done.stdout
-    assert "'tool_calls': 2" in done.stdout
+    out = readme_runs.command("python examples/subagent.py").stdout
+    assert "The sequence has 100000 lines" in out
+    assert "'tool_calls': 2" in out
 
 
 EXAMPLE_CALLS: list[Call] = [
@@ -310,6 +313,7 @@ def test_the_sdk_examples_without_a_model_name_explain_themselves(
     assert variable in done.stderr
 
 
+@README_GROUP
 @pytest.mark.parametrize(
     ("script", "first_line"),
     [
@@ -319,11 +323,11 @@ def test_the_sdk_examples_without_a_model_name_explain_themselves(
         pytest.param("mini_swe_agent_env.py", "exit status: Submitted", id="mini-swe-agent"),
     ],
 )
-def test_framework_examples_send_a_bounded_batch(script: str, first_line: str) -> None:
+def test_framework_examples_send_a_bounded_batch(
+    script: str, first_line: str, readme_runs: ReadmeRuns
+) -> None:
     """Each framework example's three calls reach its fake model within the 6,000 budget."""
-    done = _run(script)
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+    out = readme_runs.command(f"python examples/{script}").stdout
     assert out.count("Tool output truncated.") == 2, out
     sent = next(line for line in out.splitlines() if "within budget 6,000" in line)
     assert int(sent.split()[0].replace(",", "")) <= 6_000

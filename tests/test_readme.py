@@ -6,28 +6,16 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
-import json
-import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fake_model_apis import (
-    Call,
-    FakeApi,
-    anthropic_answer,
-    chat_answer,
-    fake_api,
-    responses_answer,
-)
 from tests.integrations._support import INTEGRATIONS
+from tests.readme_runs import BLOCKS, README_GROUP, ReadmeRuns
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,31 +56,10 @@ def test_readme_names_the_two_commands() -> None:
     assert "make test" in head
 
 
-@dataclass(frozen=True)
-class ConsoleBlock:
-    """One console block that shows commands, as a reader's shell runs it."""
+def test_the_readme_shows_commands() -> None:
+    """The README has console blocks of commands to run."""
+    assert BLOCKS, "the README shows no commands to run"
 
-    setup: list[str]  # `source` / `export` lines of earlier blocks: the shell is still set up
-    commands: list[str]
-    shown: list[str]
-
-
-def _console_blocks() -> list[ConsoleBlock]:
-    """Each console block of the README that shows commands, in order."""
-    readme = (ROOT / "README.md").read_text()
-    blocks: list[ConsoleBlock] = []
-    setup: list[str] = []
-    for block in re.findall(r"```console\n(.*?)```", readme, re.S):
-        lines = block.splitlines()
-        commands = [line[2:] for line in lines if line.startswith("$ ")]
-        if commands:
-            shown = [line for line in lines if line.strip() and not line.startswith("$ ")]
-            blocks.append(ConsoleBlock(list(setup), commands, shown))
-            setup += [c for c in commands if c.startswith(("source ", "export "))]
-    return blocks
-
-
-BLOCKS = _console_blocks()
 
 # The examples that call a model API, the fake that answers them and the path it is sent to.
 MODEL_LOOPS = {
@@ -100,89 +67,38 @@ MODEL_LOOPS = {
     "openai_responses_loop.py": ("openai", "/v1/responses"),
     "anthropic_loop.py": ("anthropic", "/v1/messages"),
 }
-LOOP_CALLS: list[Call] = [
-    ("call_a", "run_shell_command", json.dumps({"command": "seq 1 50000"})),
-    ("call_b", "word_count", json.dumps({"text": "one two three"})),
-]
 
 
-def _openai_answer(calls: list[Call]) -> Any:
-    """One OpenAI base URL answering both Chat Completions and Responses, as the real one."""
-    chat, responses = chat_answer(calls, final="answer"), responses_answer(calls, final="answer")
-    return lambda body: (responses if "input" in body else chat)(body)
-
-
-@contextmanager
-def _fake_model_apis() -> Iterator[dict[str, FakeApi]]:
-    with (
-        fake_api(_openai_answer(LOOP_CALLS), prefix="/v1") as openai,
-        fake_api(anthropic_answer(LOOP_CALLS, final="answer")) as anthropic,
-    ):
-        yield {"openai": openai, "anthropic": anthropic}
-
-
-def _reader_environment(tmp_path: Path, apis: dict[str, FakeApi]) -> dict[str, str]:
-    """A fresh shell (no venv on PATH) whose API variables point at the local fakes."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key != "VIRTUAL_ENV" and not key.startswith(("OPENAI_", "ANTHROPIC_"))
-    }
-    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
-    env["TOOLBATCH_STATE_DIR"] = str(tmp_path / "state")
-    env["TMPDIR"] = str(tmp_path)
-    env["OPENAI_API_KEY"] = "sk-readme"
-    env["OPENAI_BASE_URL"] = apis["openai"].url
-    env["ANTHROPIC_API_KEY"] = "sk-ant-readme"
-    env["ANTHROPIC_BASE_URL"] = apis["anthropic"].url
-    return env
-
-
-def test_the_readme_shows_commands() -> None:
-    """The README has console blocks of commands to run."""
-    assert BLOCKS, "the README shows no commands to run"
-
-
-@pytest.mark.parametrize(
-    "block", [pytest.param(b, id=f"block{n}") for n, b in enumerate(BLOCKS, 1)]
-)
+@README_GROUP
+@pytest.mark.parametrize("index", [pytest.param(n, id=f"block{n + 1}") for n in range(len(BLOCKS))])
 def test_every_readme_command_runs_as_written_and_prints_what_it_shows(
-    block: ConsoleBlock, tmp_path: Path
+    index: int, readme_runs: ReadmeRuns
 ) -> None:
     """A newcomer's shell: each `$` line runs from the checkout (venv activation included),
     the model loops against local fake APIs."""
-    runnable = [command for command in block.commands if not command.startswith("make ")]
-    script = "set -euo pipefail\n" + "\n".join([*block.setup, *runnable]) + "\n"
-    with _fake_model_apis() as apis:
-        done = subprocess.run(
-            ["bash", "-c", script],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=ROOT,
-            env=_reader_environment(tmp_path, apis),
-            check=False,
-        )
-    assert done.returncode == 0, f"{runnable}\n{done.stdout}\n{done.stderr}"
-    if all("toolbatch " in command for command in runnable):
+    run = readme_runs.block(index)
+    block = run.block
+    assert run.returncode == 0, f"{block.runnable}\n{run.stdout}\n{run.stderr}"
+    assert [c.command for c in run.commands] == block.runnable
+    if all("toolbatch " in command for command in block.runnable):
         # A toolbatch example shows every line it prints, nothing left out.
-        printed = [line for line in done.stdout.splitlines() if line.strip()]
+        printed = [line for line in run.stdout.splitlines() if line.strip()]
         assert printed == block.shown, (
-            f"the README shows {block.shown!r}; the command printed:\n{done.stdout}"
+            f"the README shows {block.shown!r}; the command printed:\n{run.stdout}"
         )
     for line in block.shown:
-        assert line in done.stdout, f"the README shows {line!r}; the commands printed:\n" + (
-            done.stdout
+        assert line in run.stdout, f"the README shows {line!r}; the commands printed:\n" + (
+            run.stdout
         )
-    for command in runnable:
+    for command in block.runnable:
         loop = re.search(r"(?:^|\s)(\w+_MODEL)=(\S+) python examples/(\w+\.py)", command)
         if loop is None or loop.group(3) not in MODEL_LOOPS:
             continue
         api, path = MODEL_LOOPS[loop.group(3)]
-        sent = [r for r in apis[api].requests if r.path == path]
+        sent = [r for r in run.requests[api] if r.path == path]
         # Two requests: the calls, then the tool results; both for the model the line names.
         assert [r.body["model"] for r in sent] == [loop.group(2)] * 2, command
-        assert "answer: 2 results" in done.stdout
+        assert "answer: 2 results" in run.command(command).stdout
 
 
 def test_every_example_has_its_command_in_the_readme() -> None:
