@@ -18,9 +18,10 @@ from toolbatch.ray import SessionPool
 SESSIONS = 100
 BATCHES = 3
 BUDGET = 3_000
-# Ten sessions per host: a host is a worker process, and starting one costs about 1 s of
-# this 2-core machine's CPU (100 hosts would take ~2 minutes; see toolbatch/ray/README.md).
-PER_HOST = 10
+# 25 sessions per host, 4 hosts: a host is a worker process, and starting one costs about 1 s
+# of this 2-core machine's CPU (100 hosts would take ~2 minutes; see toolbatch/ray/README.md).
+# Four hosts still run the sessions on several processes at once.
+PER_HOST = 25
 
 
 def _output(response: Any) -> str:
