@@ -92,16 +92,25 @@ def shutdown_s(stdin_close_grace_s: float) -> float:
 _PIPE_ENDED: Final = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
 
 
-@dataclass(slots=True, eq=False)
 class QueueToStdin:
-    """The session's end of the queue to the server's stdin (the SDK's write stream).
+    """The queue from the session to the server's stdin (the SDK's write stream).
 
     The queue is unbounded, so a send never waits: it hands the message over at once,
     where a memory stream's ``send`` first yields a turn of the event loop. A request then
-    reaches the server one turn sooner (the stdin pump writes it on the next turn).
+    reaches the server one turn sooner (the stdin pump writes it on the next turn). Its
+    other end is the stdin pump's: :meth:`take` waits only when the queue is empty, where a
+    memory stream's ``receive`` yields a turn first, so the pump costs one loop iteration
+    per message fewer.
     """
 
-    stream: MemoryObjectSendStream[SessionMessage]
+    __slots__ = ("_broken", "_closed", "_items", "_new_event", "_wakeup")
+
+    def __init__(self) -> None:
+        self._items: deque[SessionMessage] = deque()
+        self._wakeup: anyio.Event | None = None
+        self._new_event: Callable[[], anyio.Event] | None = None
+        self._closed = False
+        self._broken = False
 
     async def send(self, item: SessionMessage, /) -> None:
         """Queue ``item`` for the server's stdin.
@@ -110,15 +119,21 @@ class QueueToStdin:
             anyio.ClosedResourceError: the transport is closed.
             anyio.BrokenResourceError: the stdin pump has stopped.
         """
-        self.stream.send_nowait(item)
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        self._items.append(item)
+        self._wake()
 
     def close(self) -> None:
         """End the queue: the pump writes what is queued, then stops."""
-        self.stream.close()
+        self._closed = True
+        self._wake()
 
     async def aclose(self) -> None:
         """``close()``."""
-        self.stream.close()
+        self.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -129,7 +144,33 @@ class QueueToStdin:
         exc_val: BaseException | None,
         exc_tb: TracebackType | None,
     ) -> None:
-        self.stream.close()
+        self.close()
+
+    def _wake(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
+
+    async def take(self) -> SessionMessage | None:
+        """The next message to write (the pump's end), waiting only while none is queued;
+        ``None`` once the queue is closed and empty."""
+        items = self._items
+        while not items:
+            if self._closed or self._broken:
+                return None
+            new_event = self._new_event
+            if new_event is None:  # the running backend's class, found once
+                new_event = self._new_event = type(anyio.Event())
+            self._wakeup = wakeup = new_event()
+            await wakeup.wait()
+        return items.popleft()
+
+    def stop(self) -> None:
+        """The pump has stopped: what is queued is dropped and later sends fail."""
+        self._broken = True
+        self._items.clear()
+        self._wake()
 
 
 def server_environment(
@@ -269,7 +310,6 @@ class StdioTransport:
     started: bool = False
     stdin_close_grace_s: float = DEFAULT_STDIN_CLOSE_GRACE_S
     _read_send: MemoryObjectSendStream[SessionMessage | Exception] | None = None
-    _write_receive: MemoryObjectReceiveStream[SessionMessage] | None = None
 
     @property
     def returncode(self) -> int | None:
@@ -345,19 +385,19 @@ class StdioTransport:
 
     async def _pump_stdin(self) -> None:
         stdin = self.process.stdin
-        receive = self._write_receive
+        queue = self.write_stream
         assert stdin is not None
-        assert receive is not None
         try:
-            async with receive:
-                async for message in receive:
-                    await stdin.send(encode_message(message.message))
+            while (message := await queue.take()) is not None:
+                await stdin.send(encode_message(message.message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             log.debug("mcp.stdin_closed", server=self.server, error=repr(exc))
             # Wake the session: its pending requests get "connection closed", not a hang.
             if self._read_send is not None:
                 self._read_send.close()
             self._mark_closed(f"the server stopped reading its stdin ({exc!r})")
+        finally:
+            queue.stop()
 
     async def _pump_stderr(self) -> None:
         stderr = self.process.stderr
@@ -459,19 +499,17 @@ async def open_stdio_transport(
     )
     log.debug("mcp.server_spawned", server=server, pid=process.pid, command=config.command)
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    # Unbounded on purpose: a send (a courtesy cancel after a timeout, say) never blocks on
-    # a server that stopped reading; it holds at most the calls in flight.
-    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](float("inf"))
     transport = StdioTransport(
         read_stream=read_receive,
-        write_stream=QueueToStdin(write_send),
+        # Unbounded on purpose: a send (a courtesy cancel after a timeout, say) never blocks
+        # on a server that stopped reading; it holds at most the calls in flight.
+        write_stream=QueueToStdin(),
         process=process,
         server=server,
         max_message_bytes=max_message_bytes,
         on_close=on_close,
         stdin_close_grace_s=stdin_close_grace_s,
         _read_send=read_send,
-        _write_receive=write_receive,
     )
     try:
         async with anyio.create_task_group() as tg:
@@ -490,5 +528,5 @@ async def open_stdio_transport(
                 tg.cancel_scope.cancel()
     finally:
         read_receive.close()
-        write_receive.close()
+        transport.write_stream.stop()
         log.debug("mcp.server_stopped", server=server, status=transport.exit_status())
