@@ -46,12 +46,23 @@ async def _echoed(messages: list[SessionMessage], pause_every: int) -> list[obje
 
 
 @settings(max_examples=scaled(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(texts=st.lists(st.text(max_size=40), min_size=1, max_size=30), burst=st.integers(1, 8))
+@given(
+    texts=st.lists(
+        st.one_of(
+            st.text(max_size=40),
+            # More than the pipe holds (64 KiB): written in pieces, partly by the pump.
+            st.integers(60_000, 200_000).map(lambda n: "x" * n),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    burst=st.integers(1, 8),
+)
 def test_messages_reach_the_server_whole_and_in_the_order_sent(
     texts: list[str], burst: int
 ) -> None:
-    """However sends and the pump's turns interleave, the server reads each message once,
-    in order, byte for byte."""
+    """However sends, partial writes and the pump's turns interleave, the server reads each
+    message once, in order, byte for byte."""
     messages = [_request(index, text) for index, text in enumerate(texts)]
     received = anyio.run(_echoed, messages, burst)
     assert received == [message.message for message in messages]
@@ -105,3 +116,15 @@ async def test_a_notification_queued_before_the_pump_runs_is_written_first() -> 
         note.message,
         _request(2, "last").message,
     ]
+
+
+async def test_a_send_never_waits_for_a_server_that_does_not_read() -> None:
+    """Megabytes to a server that never reads its stdin: every send returns at once (what
+    the pipe cannot take waits in order for the pump), and leaving still stops it."""
+    deaf = StdioServerConfig(command="sh", args=["-c", "sleep 20"])
+    async with open_stdio_transport(deaf, server="deaf") as transport:
+        with anyio.fail_after(WAIT_S):
+            for index in range(20):
+                await transport.write_stream.send(_request(index, "y" * 100_000))
+        assert not transport.closed.is_set()
+    assert transport.returncode is not None
