@@ -3,7 +3,9 @@
 The SDK's ``stdio_client`` rebuilds its line buffer with ``(buffer + chunk).split("\\n")``
 for every 64 KiB chunk, so one 50 MB result costs about 48 s. Here chunks of a partial line
 are kept in a list and joined once when its newline arrives, and each line is parsed from
-bytes by pydantic-core: linear in the message size.
+bytes by pydantic-core: linear in the message size. A request is written to the server's
+stdin (a non-blocking pipe of ours) in the caller's own turn of the event loop, not by a
+task woken for it; only what the pipe cannot take at once waits, in order, for the stdin pump.
 
 It also survives what the SDK does not:
 
