@@ -3,6 +3,7 @@ exposed under (``mcp_tool_name``)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from typing import Final
@@ -41,6 +42,15 @@ def mcp_tool_name(server: str, tool: str) -> str:
         return name
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{name[: MAX_TOOL_NAME_CHARS - 9]}_{digest}"
+
+
+def _now() -> float:
+    """``anyio.current_time()``: on asyncio, the running loop's clock read directly (anyio
+    looks the backend up first, most of the 3 µs its call costs)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return anyio.current_time()
 
 
 class McpToolProducer:
@@ -99,7 +109,7 @@ class McpToolProducer:
             timeout_s = min(timeout_s, context.timeout_s)
         # Nobody listens to the default callback: skip the SDK's progress plumbing then.
         progress = None if context.progress is UNWATCHED_PROGRESS else context.progress
-        started = anyio.current_time()
+        started = _now()
         connection = self._connection
         tool = self._tool.name
         traced = trace_mcp_call(
