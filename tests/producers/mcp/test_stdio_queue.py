@@ -1,5 +1,6 @@
-"""The stdio transport's queue to the server's stdin, against real processes: what is sent
-arrives whole and in order, and a server that stops reading fails the sends, never hangs."""
+"""The stdio transport's writer to the server's stdin, against real processes: what is sent
+arrives whole and in order (written at once or by the pump), a server that stops reading
+fails the sends and never hangs them."""
 
 from __future__ import annotations
 
@@ -100,9 +101,9 @@ async def test_a_server_that_stops_reading_its_stdin_fails_sends_and_says_why() 
             await transport.write_stream.send(_request(2, "after"))
 
 
-async def test_a_notification_queued_before_the_pump_runs_is_written_first() -> None:
-    """Messages queued before the pump's first turn go out in their order, ahead of later
-    ones (the session's ``initialize`` and its notifications)."""
+async def test_requests_and_notifications_arrive_in_the_order_sent() -> None:
+    """A request, a notification sent in the same turn and a request sent later reach the
+    server in that order (the session's ``initialize``, then its notification)."""
     note = SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"))
     async with open_stdio_transport(CAT, server="cat") as transport:
         await transport.write_stream.send(_request(1, "first"))
