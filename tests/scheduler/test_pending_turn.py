@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from tests.strategies import scaled
 from toolbatch import (
+    JsonlRecorder,
     PendingTurn,
     Registry,
     SchedulerConfig,
     ToolCall,
     ToolCallResponse,
     ToolScheduler,
+    Turn,
     TurnAlreadyCompleted,
     tool,
 )
@@ -91,3 +97,67 @@ def test_ordinals_must_match_the_responses() -> None:
     """One ordinal per response, or a clear error naming both counts."""
     with pytest.raises(ValueError, match="ordinals has 2 entries for 1 responses"):
         PendingTurn([_skipped("x", 0)], ordinals=[0, 1])
+
+
+@tool(output_threshold=None)
+async def lines(n: int) -> str:
+    """``n`` numbered lines (no generic persistence: the finalizer cuts what is over)."""
+    return "".join(f"line {i}\n" for i in range(n))
+
+
+@tool
+async def broken(message: str) -> str:
+    """Fails with ``message``."""
+    raise RuntimeError(message)
+
+
+_CALLS = st.one_of(
+    st.builds(lambda text: ("echo", {"text": text}), st.text(max_size=60)),
+    st.builds(lambda n: ("lines", {"n": n}), st.integers(0, 400)),
+    st.builds(lambda text: ("broken", {"message": text}), st.text(max_size=20)),
+    st.just(("missing", {})),
+    st.just(("echo", {"text": 3})),  # invalid arguments
+)
+
+
+async def _both_ways(
+    root: Path, batch: list[ToolCall], budget: int | None
+) -> tuple[list[Turn], list[dict[str, object]]]:
+    """The turns and recorded lines of ``batch`` through ``run_batch``, then through
+    ``execute`` and ``complete_turn``, on one scheduler (one store: the same artifacts)."""
+    log = root / "session.jsonl"
+    config = SchedulerConfig(
+        artifacts_dir=root / "artifacts", batch_budget=budget, recorder=JsonlRecorder(log)
+    )
+    async with ToolScheduler(Registry([echo, lines, broken]), config) as scheduler:
+        whole = await scheduler.run_batch(batch)
+        split = await scheduler.complete_turn(await scheduler.execute(batch))
+    recorded = [json.loads(line) for line in log.read_text().splitlines()]
+    for line in recorded:
+        del line["seq"]  # the one field that tells the two lines apart
+    return [whole, split], recorded
+
+
+@settings(max_examples=scaled(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    calls=st.lists(_CALLS, min_size=1, max_size=4),
+    ids=st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=4, max_size=4),
+    budget=st.one_of(st.none(), st.integers(1, 3_000)),
+)
+def test_run_batch_gives_the_turn_execute_then_complete_turn_gives(
+    tmp_path_factory: pytest.TempPathFactory,
+    calls: list[tuple[str, dict[str, object]]],
+    ids: list[str],
+    budget: int | None,
+) -> None:
+    """``run_batch`` (which completes an untraced turn without a ``PendingTurn``) returns
+    and records exactly what ``execute`` then ``complete_turn`` do: same responses, parts,
+    cuts and artifacts, for results that fit, are cut, fail or are answered in place."""
+    batch = [
+        ToolCall(id=call_id, name=name, args=args)
+        for call_id, (name, args) in zip(ids, calls, strict=False)
+    ]
+    root = tmp_path_factory.mktemp("both")
+    (whole, split), (whole_log, split_log) = anyio.run(_both_ways, root, batch, budget)
+    assert whole == split
+    assert whole_log == split_log

@@ -55,7 +55,7 @@ from toolbatch.scheduler._gate import (
     ask_approval,
     refusal,
 )
-from toolbatch.telemetry import CallTelemetry, call_scope, current_turn
+from toolbatch.telemetry import CallTelemetry, TurnTelemetry, call_scope, current_turn
 
 __all__ = ["CallRunner", "Plan"]
 
@@ -152,12 +152,12 @@ class Reporter:
 
     __slots__ = ("_finished", "_output", "_progress", "_started", "silent", "telemetry")
 
-    def __init__(self, observer: BatchObserver | None) -> None:
+    def __init__(self, observer: BatchObserver | None, telemetry: TurnTelemetry | None) -> None:
         self._started = getattr(observer, "call_started", None)
         self._progress = getattr(observer, "call_progress", None)
         self._output = getattr(observer, "call_output", None)
         self._finished = getattr(observer, "call_finished", None)
-        self.telemetry = current_turn()  # None unless spans or metrics are recorded
+        self.telemetry = telemetry  # None unless spans or metrics are recorded
         self.silent = self.telemetry is None and (
             self._started is self._progress is self._output is self._finished is None
         )
@@ -195,6 +195,10 @@ class Reporter:
             self.telemetry.call_finished(plan.span, plan.call, plan.response)
         if self._finished is not None:
             _safe_notify(self._finished, plan.call, plan.response)
+
+
+_SILENT: Final = Reporter(None, None)
+"""The reporter of every batch nobody listens to (no observer, no telemetry)."""
 
 
 class CallRunner:
@@ -253,7 +257,11 @@ class CallRunner:
     ) -> list[Plan]:
         """Plan and run the calls; every plan holds its response, in the model's order."""
         plans = self._plan(calls)
-        reporter = Reporter(observer)
+        telemetry = current_turn()
+        # Nothing listens (no observer, no telemetry): the one silent reporter serves.
+        reporter = (
+            _SILENT if observer is None and telemetry is None else Reporter(observer, telemetry)
+        )
         for plan in plans:
             if plan.response is not None:
                 reporter.finished(plan)

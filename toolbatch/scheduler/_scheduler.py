@@ -45,12 +45,12 @@ from toolbatch.scheduler._config import (
     SchedulerConfig,
     UseConfig,
 )
-from toolbatch.scheduler._execution import CallRunner
+from toolbatch.scheduler._execution import CallRunner, Plan
 from toolbatch.scheduler._gate import ApprovalCallback, CallGate
 from toolbatch.scheduler._pending import PendingTurn
 from toolbatch.scheduler._protection import session_protected_paths
 from toolbatch.scheduler._registry import Registry
-from toolbatch.telemetry import begin_turn
+from toolbatch.telemetry import TurnTelemetry, begin_turn
 
 __all__ = ["ToolScheduler"]
 
@@ -276,8 +276,14 @@ class ToolScheduler:
         """
         # Checked before anything runs (the configured budget was checked with the config).
         limit = self._budget if budget is USE_CONFIG else self._limit(budget)
-        pending = await self.execute(calls, abort=abort, observer=observer, approve=approve)
-        return await self._complete_turn(pending, limit, USE_CONFIG)
+        plans, telemetry = await self._run(calls, abort, observer, approve)
+        if telemetry is None:
+            # Untraced, and the turn never leaves here: completed at once, with no
+            # ``PendingTurn`` to hand out and claim (``complete_turn``'s very steps).
+            completer = self._completer
+            assert completer is not None  # open: ``_run`` checked
+            return await completer.complete(_responses(plans), limit, self.config.recorder)
+        return await self._complete_turn(_pending(plans, telemetry), limit, USE_CONFIG)
 
     async def execute(
         self,
@@ -296,26 +302,31 @@ class ToolScheduler:
         (``PendingTurn.add``). Nothing a tool raises escapes (``SystemExit`` included);
         every call is reported to ``observer`` exactly once (started, then finished).
         """
+        plans, telemetry = await self._run(calls, abort, observer, approve)
+        return _pending(plans, telemetry)
+
+    async def _run(
+        self,
+        calls: Sequence[ToolCall | Mapping[str, Any]],
+        abort: anyio.Event | None,
+        observer: BatchObserver | None,
+        approve: ApprovalCallback | None,
+    ) -> tuple[list[Plan], TurnTelemetry | None]:
+        """``execute``'s work: the answered plans, and the turn's span if one was started."""
         runner = self._runner
         if runner is None:
             raise RuntimeError("open the scheduler first: async with ToolScheduler(...) as s")
         telemetry = begin_turn(self.config.session_id)
         if telemetry is None:
-            plans = await runner.run(calls, abort, observer, approve)
-        else:
-            with telemetry.active():
-                try:
-                    plans = await runner.run(calls, abort, observer, approve)
-                except BaseException as exc:
-                    telemetry.end_failed(exc)
-                    raise
-            telemetry.mark_executed()
-        responses = [plan.response for plan in plans if plan.response is not None]
-        assert len(responses) == len(plans)  # every call is answered
-        ordinals = [plan.ordinal for plan in plans]
-        pending = PendingTurn(responses, ordinals=ordinals, telemetry=telemetry)
-        pending._untraced = telemetry is None
-        return pending
+            return await runner.run(calls, abort, observer, approve), None
+        with telemetry.active():
+            try:
+                plans = await runner.run(calls, abort, observer, approve)
+            except BaseException as exc:
+                telemetry.end_failed(exc)
+                raise
+        telemetry.mark_executed()
+        return plans, telemetry
 
     async def complete_turn(
         self,
@@ -384,3 +395,19 @@ class ToolScheduler:
                 raise
         telemetry.end_completed(pending.answered_by_runtime(), turn, limit)
         return turn
+
+
+def _responses(plans: list[Plan]) -> list[ToolCallResponse]:
+    """The plans' responses, in call order (every call is answered)."""
+    responses = [plan.response for plan in plans if plan.response is not None]
+    assert len(responses) == len(plans)
+    return responses
+
+
+def _pending(plans: list[Plan], telemetry: TurnTelemetry | None) -> PendingTurn:
+    """The executed turn to complete once (a turn executed untraced is completed untraced)."""
+    pending = PendingTurn(
+        _responses(plans), ordinals=[plan.ordinal for plan in plans], telemetry=telemetry
+    )
+    pending._untraced = telemetry is None
+    return pending

@@ -377,8 +377,13 @@ class McpConnection:
         *,
         timeout_s: float,
         progress: ProgressCallback | None = None,
+        started: float | None = None,
     ) -> types.CallToolResult | CallFailure:
-        """Call ``tool`` once; every failure comes back as a ``CallFailure``, never raised."""
+        """Call ``tool`` once; every failure comes back as a ``CallFailure``, never raised.
+
+        ``started`` is the time (``anyio.current_time()``) the caller read just before, to
+        save reading the clock again; it is read anew after a wait for the server to start.
+        """
         generation = self._generation
         if (  # the server is up: no need to await ``_acquire``
             generation is None
@@ -390,10 +395,12 @@ class McpConnection:
             if isinstance(acquired, CallFailure):
                 return acquired
             generation = acquired
+            started = None  # the request's clock starts now, after the wait
         session = generation.session
         assert session is not None
         on_progress = _progress_forwarder(progress) if progress is not None else None
-        started = anyio.current_time()
+        if started is None:
+            started = anyio.current_time()
         try:
             # The SDK's own request clock is the timeout (a scope of ours around it would
             # cost a second one): it raises REQUEST_TIMEOUT and sends the server a cancel.

@@ -3,7 +3,9 @@
 The SDK's ``stdio_client`` rebuilds its line buffer with ``(buffer + chunk).split("\\n")``
 for every 64 KiB chunk, so one 50 MB result costs about 48 s. Here chunks of a partial line
 are kept in a list and joined once when its newline arrives, and each line is parsed from
-bytes by pydantic-core: linear in the message size.
+bytes by pydantic-core: linear in the message size. A request is written to the server's
+stdin (a non-blocking pipe of ours) in the caller's own turn of the event loop, not by a
+task woken for it; only what the pipe cannot take at once waits, in order, for the stdin pump.
 
 It also survives what the SDK does not:
 
@@ -92,33 +94,65 @@ def shutdown_s(stdin_close_grace_s: float) -> float:
 _PIPE_ENDED: Final = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
 
 
-@dataclass(slots=True, eq=False)
 class QueueToStdin:
-    """The session's end of the queue to the server's stdin (the SDK's write stream).
+    """The session's writer to the server's stdin (the SDK's write stream).
 
-    The queue is unbounded, so a send never waits: it hands the message over at once,
-    where a memory stream's ``send`` first yields a turn of the event loop. A request then
-    reaches the server one turn sooner (the stdin pump writes it on the next turn).
+    A send writes its message to the pipe at once when nothing is waiting to go before it:
+    the server has the request in the caller's own turn, with no task woken to write it
+    (a pump task would write it two turns of the event loop later). What the pipe cannot
+    take now waits, in order, for the stdin pump (:meth:`pump`), which writes it as the
+    server reads. Unbounded on purpose: a send never waits, so a courtesy cancel after a
+    timeout never blocks on a server that stopped reading; it holds at most the calls in
+    flight.
+
+    Args:
+        fd: our end of the server's stdin pipe, non-blocking; closed by :meth:`release`.
+        on_broken: called once when a write fails (the server closed its stdin or exited).
     """
 
-    stream: MemoryObjectSendStream[SessionMessage]
+    __slots__ = ("_backlog", "_broken", "_closed", "_fd", "_new_event", "_on_broken", "_wakeup")
+
+    def __init__(self, fd: int, on_broken: Callable[[OSError], None]) -> None:
+        self._fd: int | None = fd
+        self._on_broken = on_broken
+        self._backlog: deque[bytes | memoryview] = deque()
+        self._wakeup: anyio.Event | None = None
+        self._new_event: Callable[[], anyio.Event] | None = None
+        self._closed = False
+        self._broken = False
 
     async def send(self, item: SessionMessage, /) -> None:
-        """Queue ``item`` for the server's stdin.
+        """Write ``item`` to the server's stdin, or queue what the pipe cannot take now.
 
         Raises:
             anyio.ClosedResourceError: the transport is closed.
-            anyio.BrokenResourceError: the stdin pump has stopped.
+            anyio.BrokenResourceError: a write failed before (the server stopped reading).
         """
-        self.stream.send_nowait(item)
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken or self._fd is None:
+            raise anyio.BrokenResourceError
+        data: bytes | memoryview = encode_message(item.message)
+        if not self._backlog:
+            written = self._write(data)
+            if written is None or written == len(data):
+                return  # written whole, or the write failed (and ``on_broken`` was told)
+            if written:
+                data = memoryview(data)[written:]
+        self._backlog.append(data)
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
 
     def close(self) -> None:
-        """End the queue: the pump writes what is queued, then stops."""
-        self.stream.close()
+        """No more sends (the pipe stays open until :meth:`release`)."""
+        self._closed = True
+        self._wake()
 
     async def aclose(self) -> None:
         """``close()``."""
-        self.stream.close()
+        self.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -129,7 +163,73 @@ class QueueToStdin:
         exc_val: BaseException | None,
         exc_tb: TracebackType | None,
     ) -> None:
-        self.stream.close()
+        self.close()
+
+    def _wake(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
+
+    def _write(self, data: bytes | memoryview) -> int | None:
+        """Write what the pipe takes now: the bytes written, or ``None`` when it failed."""
+        fd = self._fd
+        if fd is None:
+            return None
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:  # EPIPE: the server closed its stdin or exited
+            self._fail(exc)
+            return None
+
+    def _fail(self, exc: OSError) -> None:
+        if not self._broken:
+            self._broken = True
+            self._backlog.clear()
+            self._wake()
+            self._on_broken(exc)
+
+    async def pump(self) -> None:
+        """Write what sends queued, in order, as the pipe drains; return once the queue is
+        closed, the pipe released or a write failed."""
+        backlog = self._backlog
+        while True:
+            while not backlog:
+                if self._closed or self._broken or self._fd is None:
+                    return
+                new_event = self._new_event
+                if new_event is None:  # the running backend's class, found once
+                    new_event = self._new_event = type(anyio.Event())
+                self._wakeup = wakeup = new_event()
+                await wakeup.wait()
+            fd = self._fd
+            if fd is None or self._broken:
+                return
+            data = backlog[0]
+            written = self._write(data)
+            if written is None:
+                return
+            if written == len(data):
+                backlog.popleft()
+            elif written:
+                backlog[0] = memoryview(data)[written:]
+            else:
+                try:
+                    await anyio.wait_writable(fd)
+                except anyio.ClosedResourceError:
+                    return  # released while waiting
+
+    def release(self) -> None:
+        """Close our end of the pipe (the server reads end of file); nothing more is written."""
+        self._closed = True
+        self._backlog.clear()
+        fd, self._fd = self._fd, None
+        self._wake()
+        if fd is not None:
+            anyio.notify_closing(fd)  # a pump waiting for the pipe wakes, never writes
+            os.close(fd)
 
 
 def server_environment(
@@ -269,7 +369,6 @@ class StdioTransport:
     started: bool = False
     stdin_close_grace_s: float = DEFAULT_STDIN_CLOSE_GRACE_S
     _read_send: MemoryObjectSendStream[SessionMessage | Exception] | None = None
-    _write_receive: MemoryObjectReceiveStream[SessionMessage] | None = None
 
     @property
     def returncode(self) -> int | None:
@@ -344,20 +443,15 @@ class StdioTransport:
         self.close_reason = reason
 
     async def _pump_stdin(self) -> None:
-        stdin = self.process.stdin
-        receive = self._write_receive
-        assert stdin is not None
-        assert receive is not None
-        try:
-            async with receive:
-                async for message in receive:
-                    await stdin.send(encode_message(message.message))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            log.debug("mcp.stdin_closed", server=self.server, error=repr(exc))
-            # Wake the session: its pending requests get "connection closed", not a hang.
-            if self._read_send is not None:
-                self._read_send.close()
-            self._mark_closed(f"the server stopped reading its stdin ({exc!r})")
+        """Write what the session's sends could not write at once."""
+        await self.write_stream.pump()
+
+    def _stdin_broken(self, exc: OSError) -> None:
+        log.debug("mcp.stdin_closed", server=self.server, error=repr(exc))
+        # Wake the session: its pending requests get "connection closed", not a hang.
+        if self._read_send is not None:
+            self._read_send.close()
+        self._mark_closed(f"the server stopped reading its stdin ({exc!r})")
 
     async def _pump_stderr(self) -> None:
         stderr = self.process.stderr
@@ -384,11 +478,7 @@ class StdioTransport:
         """Close stdin, give a started server a moment, then end its whole process group."""
         if self._read_send is not None:
             self._read_send.close()
-        self.write_stream.close()
-        stdin = self.process.stdin
-        if stdin is not None:
-            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await stdin.aclose()
+        self.write_stream.release()
         # A server that never finished start-up has nothing to save: it is killed at once.
         if self.started and not await self._wait_exit(self.stdin_close_grace_s):
             self._signal_group(signal.SIGTERM)
@@ -448,30 +538,40 @@ async def open_stdio_transport(
     Raises:
         OSError: the command could not be started (not found, not executable, bad cwd).
     """
-    process = await anyio.open_process(
-        [config.command, *config.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=config.cwd,
-        env=server_environment(config.env),
-        start_new_session=True,
-    )
+    # The server's stdin is a pipe of ours, so a send writes to it in the caller's turn
+    # (``QueueToStdin``); our end is not inherited (``os.pipe`` is close-on-exec).
+    stdin_read, stdin_write = os.pipe()
+    try:
+        os.set_blocking(stdin_write, False)
+        process = await anyio.open_process(
+            [config.command, *config.args],
+            stdin=stdin_read,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=config.cwd,
+            env=server_environment(config.env),
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(stdin_write)
+        raise
+    finally:
+        os.close(stdin_read)  # the server holds its end now
     log.debug("mcp.server_spawned", server=server, pid=process.pid, command=config.command)
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    # Unbounded on purpose: a send (a courtesy cancel after a timeout, say) never blocks on
-    # a server that stopped reading; it holds at most the calls in flight.
-    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](float("inf"))
+
+    def stdin_broken(exc: OSError) -> None:
+        transport._stdin_broken(exc)
+
     transport = StdioTransport(
         read_stream=read_receive,
-        write_stream=QueueToStdin(write_send),
+        write_stream=QueueToStdin(stdin_write, stdin_broken),
         process=process,
         server=server,
         max_message_bytes=max_message_bytes,
         on_close=on_close,
         stdin_close_grace_s=stdin_close_grace_s,
         _read_send=read_send,
-        _write_receive=write_receive,
     )
     try:
         async with anyio.create_task_group() as tg:
@@ -490,5 +590,5 @@ async def open_stdio_transport(
                 tg.cancel_scope.cancel()
     finally:
         read_receive.close()
-        write_receive.close()
+        transport.write_stream.release()
         log.debug("mcp.server_stopped", server=server, status=transport.exit_status())
