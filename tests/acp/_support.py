@@ -1,9 +1,9 @@
 """Real ACP clients for the adapter's tests.
 
-``running_agent`` spawns ``toolbatch acp`` as a subprocess and connects the ``acp``
-package's own client to it. Every line the agent writes is recorded raw on its way to the
-client (``Frames``), so tests can measure the actual frames and read the notifications in
-the order they were sent.
+``running_agent`` runs ``toolbatch acp`` (in this process, or as a subprocess) and
+connects the ``acp`` package's own client to it. Every line the agent writes is recorded
+raw on its way to the client (``Frames``), so tests can measure the actual frames and read
+the notifications in the order they were sent.
 """
 
 from __future__ import annotations
@@ -152,10 +152,10 @@ class RecordingClient:
 
 @dataclass(eq=False)
 class RunningAgent:
-    """A spawned agent and the client connected to it."""
+    """A running agent and the client connected to it."""
 
     conn: Any
-    process: asyncio.subprocess.Process
+    process: asyncio.subprocess.Process | None  # None: the agent runs in this process
     frames: Frames
     client: RecordingClient
     stderr: Path
@@ -194,15 +194,46 @@ async def running_agent(
     tmp_path: Path,
     client: RecordingClient | None = None,
     initialize: bool = True,
+    process: bool = False,
     cwd: Path | None = None,
 ) -> AsyncIterator[RunningAgent]:
-    """``toolbatch acp <flags>`` as a subprocess, with a connected client.
+    """``toolbatch acp <flags>`` with a connected client: in this process by default, as an
+    editor's subprocess with ``process=True``.
 
-    The agent's stderr (its logs) goes to a file under ``tmp_path``; on exit the client
-    closes stdin and the agent must end by itself within seconds.
+    In this process the agent is what ``toolbatch acp`` runs (the same flags through the
+    command line's parser, ``serve_acp`` over two pipes), without a Python start and the
+    ACP SDK's import for each test (most of a second of CPU each); the tests of what a
+    process does (signals, exit codes, its standard streams) ask for one, and so does a
+    working directory (``cwd``: the agent's own, where it finds project settings). The subprocess's
+    stderr (its logs) goes to a file under ``tmp_path``. On exit the client closes the
+    agent's input, and the agent must end by itself within seconds, without an error.
     """
     client = client if client is not None else RecordingClient()
     stderr = tmp_path / f"agent-{next(_AGENT_NUMBERS)}.log"
+    if process or cwd is not None:
+        spawn = _agent_process(flags, stderr, cwd)
+    else:
+        spawn = _agent_in_this_process(flags)
+    async with spawn as (stdin, stdout, child):
+        frames = Frames()
+        tap = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_relay, stdout, tap, frames)
+            conn = connect_to_agent(client, stdin, tap)
+            agent = RunningAgent(conn, child, frames, client, stderr)
+            try:
+                if initialize:
+                    await agent.initialize()
+                yield agent
+            finally:
+                await conn.close()
+                stdin.close()
+
+
+@asynccontextmanager
+async def _agent_process(
+    flags: Sequence[str], stderr: Path, cwd: Path | None
+) -> AsyncIterator[tuple[asyncio.StreamWriter, asyncio.StreamReader, asyncio.subprocess.Process]]:
     with stderr.open("wb") as stderr_file:
         process = await asyncio.create_subprocess_exec(
             *agent_command(*flags),
@@ -215,27 +246,67 @@ async def running_agent(
         )
     assert process.stdin is not None
     assert process.stdout is not None
-    frames = Frames()
-    tap = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_relay, process.stdout, tap, frames)
-            conn = connect_to_agent(client, process.stdin, tap)
-            agent = RunningAgent(conn, process, frames, client, stderr)
-            try:
-                if initialize:
-                    await agent.initialize()
-                yield agent
-            finally:
-                await conn.close()
-                process.stdin.close()
-                with anyio.fail_after(15):
-                    code = await process.wait()
-                assert code == 0, f"the agent exited with {code}: {stderr.read_text()[-3000:]}"
+        yield process.stdin, process.stdout, process
+        process.stdin.close()
+        with anyio.fail_after(15):
+            code = await process.wait()
+        log = stderr.read_text()[-3000:]  # noqa: ASYNC240  (a small file, read once)
+        assert code == 0, f"the agent exited with {code}: {log}"
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+@asynccontextmanager
+async def _agent_in_this_process(
+    flags: Sequence[str],
+) -> AsyncIterator[tuple[asyncio.StreamWriter, asyncio.StreamReader, None]]:
+    from toolbatch.acp import AcpStdioTransport, check_model_settings, serve_acp
+    from toolbatch.cli._options import _parser
+    from toolbatch.cli._runtime import _acp_options
+
+    options = _acp_options(_parser().parse_args(["acp", *flags]))
+    check_model_settings(options.model)
+    loop = asyncio.get_running_loop()
+    agent_in, client_out = os.pipe()
+    client_in, agent_out = os.pipe()
+    ended: list[BaseException | None] = []
+
+    async def serve() -> None:
+        try:
+            await serve_acp(options, transport=AcpStdioTransport(agent_in, agent_out))
+        except BaseException as exc:
+            ended.append(exc)
+            raise
+        else:
+            ended.append(None)
+        finally:  # as a process's exit would, this ends the client's input
+            for fd in (agent_in, agent_out):
+                os.close(fd)
+
+    try:
+        stdout = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stdout), os.fdopen(client_in, "rb", 0)
+        )
+        write_transport, write_protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(client_out, "wb", 0)
+        )
+        stdin = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            yield stdin, stdout, None
+            stdin.close()
+            with anyio.fail_after(15):
+                while not ended:  # noqa: ASYNC110  (the agent's own task: it ends by itself)
+                    await anyio.sleep(0.01)
+        assert ended == [None], f"the agent ended with {ended[0]!r}"
+    finally:
+        if not ended:  # the agent never started
+            for fd in (agent_in, agent_out):
+                os.close(fd)
 
 
 def processes_running(argv: Sequence[str]) -> list[int]:

@@ -238,7 +238,8 @@ async def test_cancel_and_shutdown_stop_the_running_tools(tmp_path: Path) -> Non
     """
     transcripts = tmp_path / "t"
     flags = ["--auto-approve", "--transcript-dir", str(transcripts)]
-    async with running_agent(*flags, tmp_path=tmp_path) as agent:
+    # A process: the editor stops it with SIGTERM at the end.
+    async with running_agent(*flags, tmp_path=tmp_path, process=True) as agent:
         session = await agent.new_session(tmp_path)
         frames = agent.frames
         stop: list[str] = []
@@ -285,6 +286,7 @@ async def test_cancel_and_shutdown_stop_the_running_tools(tmp_path: Path) -> Non
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_until_shutdown)
             await wait_for_processes(["sleep", "3130"])
+            assert agent.process is not None
             agent.process.send_signal(signal.SIGTERM)
             with anyio.fail_after(20):
                 assert await agent.process.wait() == 0
