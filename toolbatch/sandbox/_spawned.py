@@ -125,9 +125,11 @@ class SpawnedCommand(TreeProcess):
                 await anyio.wait_readable(self._channel)
             self._take(self._read())
             if self._eof:
-                self._gone = True
+                # Gone only once the reason is known: a wait cancelled while it is sought
+                # (a caller's deadline) leaves it to the next one.
                 if self._code is None and self.start_error is None:
                     self.lost = await self._lost_reason()
+                self._gone = True
             elif not waited.cancelled_caught:
                 continue
             elif self._pid > 0:
