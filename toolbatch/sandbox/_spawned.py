@@ -67,7 +67,7 @@ class SpawnedCommand(TreeProcess):
         self._eof = False
         self._released = False
         self._gone = False
-        self._waiting = anyio.Lock()
+        self._waiting = anyio.Lock(fast_acquire=True)  # no event-loop turn when free
         self.lost: str | None = None
         """Why the exit status is unknown (the supervisor or the spawner died), if so."""
         self.start_error: OSError | ValueError | None = None
@@ -120,6 +120,7 @@ class SpawnedCommand(TreeProcess):
         ``SPAWN_CHECK_S``, resume a supervisor its command stopped, or, before the
         supervisor is known, check that the spawner is alive, running and answering."""
         deadline = anyio.current_time() + SPAWN_REPLY_S
+        self._take(self._read())  # often there already: no wait, no event-loop turn
         while not done() and not self._gone:
             with anyio.move_on_after(SPAWN_CHECK_S) as waited:
                 await anyio.wait_readable(self._channel)

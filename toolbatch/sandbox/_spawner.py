@@ -149,7 +149,8 @@ class Spawner:
 
     async def _instance(self) -> SpawnerInstance | None:
         if self._starting is None:
-            self._starting = anyio.Lock()
+            # No yield when free (the rule): a yield per command is an event-loop turn.
+            self._starting = anyio.Lock(fast_acquire=True)
         # One start at a time: commands of a first batch wait for one spawner, not start one
         # each.
         async with self._starting:

@@ -80,6 +80,10 @@ for number in IGNORED:
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the supervisors
 FDS = socket.CMSG_SPACE(8 * array.array("i").itemsize)
 IDLE_KEPT = 2  # supervisors kept for another command; more leave
+# One receive buffer: a fresh 1 MiB bytes per message cost an mmap and a munmap on the
+# command's path.
+BUFFER = bytearray(1 << 20)
+BUFFER_VIEW = memoryview(BUFFER)
 READER_WAIT_MS = 2  # how long the next command may wait for one, rather than for a fork
 
 
@@ -141,18 +145,19 @@ def run(channel, data, fds):
                 break
             if pid == 0:
                 break
-        if alone:
-            link.send(b"e")  # free again once the host lets the command go
-        # Nothing was said since P: the host wakes once per command, for this.
+        # Nothing was said since P: the host wakes once per command, for this. Then the
+        # spawner, which waits for no command: its wake-up is not on this one's path.
         channel.send(b"E%d %d" % (os.waitstatus_to_exitcode(status), alone))
         if alone:
+            link.send(b"e")  # free again once the host lets the command go
             return True
 
 
 def receive(tag, count):
     # The next message's payload and fds if it is a `tag` one with at least `count` fds;
     # None at EOF (the host is gone or done) or out of turn.
-    data, ancillary, _, _ = control.recvmsg(1 << 20, FDS, socket.MSG_CMSG_CLOEXEC)
+    size, ancillary, _, _ = control.recvmsg_into([BUFFER], FDS, socket.MSG_CMSG_CLOEXEC)
+    data = BUFFER_VIEW[:size].tobytes()
     fds = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -179,7 +184,8 @@ def supervise():
         if given is None:
             link.send(b"q")
             break
-        channel = socket.socket(fileno=given[1][0])
+        # Its kind given, not asked of the kernel (three system calls).
+        channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, given[1][0])
         for fd in given[1][1:]:
             os.close(fd)
         channel.send(b"P")  # the host knows this pid before the command can signal it
