@@ -132,7 +132,8 @@ class Spawner:
         """
         if self.unavailable is not None or self._closed:
             return None
-        environment = dict(os.environ if env is None else env)
+        # marshal takes a dict: the policy's environment is one, copied only otherwise.
+        environment = env if type(env) is dict else dict(os.environ if env is None else env)
         payload = marshal.dumps(([os.fspath(arg) for arg in argv], os.fspath(cwd), environment))
         for attempt in range(2):
             instance = await self._instance()
