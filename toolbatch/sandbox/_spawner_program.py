@@ -119,8 +119,12 @@ def run(channel, data, fds):
         reply = b"X%d %s" % (exc.errno or 0, (exc.strerror or str(exc)).encode())
     else:
         reply = None
+    # The output's write ends are held until the exit status is sent: the host, woken by
+    # the pipe's end, finds the status there already (one wake-up of the host, not two).
+    output = fds[1:3] if reply is None else []
     for fd in fds:
-        os.close(fd)
+        if fd not in output:
+            os.close(fd)
     # Only now the spawner names the next reader: a fork beside this posix_spawn would
     # compete with it for the CPU on the command's path. The command may kill this
     # supervisor before it gets here (kill -9 $PPID): its link's EOF says the same.
@@ -148,6 +152,9 @@ def run(channel, data, fds):
         # Nothing was said since P: the host wakes once per command, for this. Then the
         # spawner, which waits for no command: its wake-up is not on this one's path.
         channel.send(b"E%d %d" % (os.waitstatus_to_exitcode(status), alone))
+        for fd in output:
+            os.close(fd)
+        output = []
         if alone:
             link.send(b"e")  # free again once the host lets the command go
             return True
