@@ -56,7 +56,10 @@ class SpawnedCommand(TreeProcess):
     """
 
     def __init__(
-        self, channel: socket.socket, instance: SpawnerInstance, release: Callable[[], None]
+        self,
+        channel: socket.socket,
+        instance: SpawnerInstance,
+        release: Callable[[socket.socket], None],
     ) -> None:
         self._channel = channel
         self._instance = instance
@@ -245,8 +248,8 @@ class SpawnedCommand(TreeProcess):
             self.release()
 
     def release(self) -> None:
-        """Close the channel and let the spawner go (once the command is done with)."""
-        self._channel.close()
+        """Let the spawner go, with the channel (once the command is done with): the
+        spawner closes it soon, which frees the supervisor."""
         if not self._released:
             self._released = True
-            self._release()
+            self._release(self._channel)

@@ -98,6 +98,8 @@ class Spawner:
     _starting: anyio.Lock | None = None
     _current: SpawnerInstance | None = None
     _retired: list[SpawnerInstance] = field(default_factory=list)
+    _let_go: list[socket.socket] = field(default_factory=list)
+    """Channels of commands the host is done with, closed once the next request is sent."""
     _closed: bool = False
     unavailable: str | None = None
     """Why the spawner cannot start here, once it failed to (commands then run one ``bwrap``
@@ -194,6 +196,7 @@ class Spawner:
 
     def _retire(self, instance: SpawnerInstance) -> None:
         """Let ``instance`` go once its commands are done (call with the lock held)."""
+        self._close_let_go()  # its spawner leaves only once its supervisors are free
         instance.retired = True
         if instance.running == 0 or not instance.alive():
             instance.shut()
@@ -206,11 +209,26 @@ class Spawner:
             if not (instance.popen.poll() is not None and instance.reap(0))
         ]
 
-    def _release(self, instance: SpawnerInstance) -> None:
+    def _release(self, instance: SpawnerInstance, channel: socket.socket | None = None) -> None:
+        """A command of ``instance`` is done with; its ``channel`` is closed once the next
+        request is sent (its supervisor, woken by that, then comes free while the next
+        command runs rather than while the host finishes this one), or at once when
+        ``instance`` is retired."""
         with self._lock:
             instance.running -= 1
-            if instance.retired and instance.running == 0:
-                instance.shut()
+            if channel is not None:
+                self._let_go.append(channel)
+            if instance.retired:
+                self._close_let_go()
+                if instance.running == 0:
+                    instance.shut()
+
+    def _close_let_go(self) -> None:
+        """Close the channels of the commands the host is done with (their supervisors come
+        free); call with the lock held."""
+        for channel in self._let_go:
+            channel.close()
+        self._let_go.clear()
 
     async def _start(self, key: tuple[tuple[str, int, int], ...]) -> SpawnerInstance:
         ensure_reaper()  # from this (unconfined) thread, before the spawn
@@ -316,7 +334,10 @@ class Spawner:
             if memfd is not None:
                 os.close(memfd)
         instance.offer_channel()  # for the next reader, which the spawner is naming now
-        command = SpawnedCommand(channel, instance, lambda: self._release(instance))
+        if self._let_go:
+            with self._lock:
+                self._close_let_go()
+        command = SpawnedCommand(channel, instance, lambda done: self._release(instance, done))
         # Its P is usually there already (sent when it took the channel); the rest is read
         # by wait(): one wake-up of the host per command, when it ends.
         command.poll()
@@ -326,6 +347,7 @@ class Spawner:
         """End every spawner of this policy and reap it (killed if it does not leave)."""
         with self._lock:
             self._closed = True
+            self._close_let_go()
             instances = [*self._retired, *([self._current] if self._current else [])]
             self._current = None
             self._retired = []
