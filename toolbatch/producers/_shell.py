@@ -38,7 +38,11 @@ Aborts keep the output
     The command runs in a shielded scope: an abort (``context.cancelled``) or the caller's
     cancellation stops the group, drains the pipe and commits the artifact (bounded by the
     kill grace, the drain and ``CLEANUP_S``). On cancellation that partial result goes to
-    ``context.partial_result`` before the cancellation propagates.
+    ``context.partial_result`` before the cancellation propagates. A command that ends
+    within ``QUICK_COMMAND_S`` (50 ms; most do) is read and awaited by the calling task
+    alone; only one still running then gets the task that relays an abort and the one that
+    supervises its leader beside the reading, so an abort in those first 50 ms is acted on
+    when they end, at the latest.
 
 What the user gets (``ToolResult.display``)
     A string: the whole output up to the trigger; past it, a head-and-tail window of about

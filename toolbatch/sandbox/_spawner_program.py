@@ -36,7 +36,10 @@ sequential commands so alternate between two supervisors and fork nothing (a for
 spawner costs about 0.3 ms, and the new process's first steps over 1 ms more of copied pages,
 all on a 2-core machine's CPU beside the command); concurrent commands fork one each until
 supervisors come free. A supervisor becomes free only once the host closed the command's
-channel, so no signal the host sends for a command can reach the next one. The link's EOF,
+channel, so no signal the host sends for a command can reach the next one (the host closes
+it when it sends its next request: the supervisor comes free while that command runs, not
+while the host finishes this one). It holds the command's output pipe until it has sent
+``E``, so the host, woken by the pipe's end, finds the status there already. The link's EOF,
 not a byte written, says that a reader died: a command can kill its supervisor (``kill -9
 $PPID``, or another command's ``kill``) before the supervisor has said anything, and a
 session whose reader died unseen would never start another command.
