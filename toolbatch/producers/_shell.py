@@ -134,8 +134,9 @@ CLEANUP_S: Final = 5.0
 QUICK_COMMAND_S: Final = 0.05
 """A command that ends within this (its output closed and its leader gone; most do) is
 followed by the calling task alone: no task relays an abort or supervises the leader. An
-abort or the caller's cancellation in that window is acted on when it closes, at the latest
-(a task started and cancelled per call cost about 0.1 ms of a 2 ms ``true``)."""
+abort or the caller's cancellation in that window is acted on when it closes, at the latest,
+and so is a leader's exit while background processes keep the pipe open (the drain starts
+then). A task started and cancelled per call cost about 0.1 ms of a 2 ms ``true``."""
 
 _ARG_NAMES: Final = ("command", "cwd", "timeout", "description")
 
