@@ -549,13 +549,16 @@ class ShellProducer:
                     saved = await save(kind, sink, context.store)
                 return kind, saved
             finally:
-                with (
-                    anyio.CancelScope(shield=True),
-                    anyio.move_on_after(self._kill_grace_s + CLEANUP_S),
-                ):
-                    if not settled:
-                        await stop_group(process, grace_s=self._kill_grace_s)
-                    await process.aclose()
+                if settled and process.returncode is not None:
+                    await process.aclose()  # the leader has exited: nothing to wait for
+                else:
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(self._kill_grace_s + CLEANUP_S),
+                    ):
+                        if not settled:
+                            await stop_group(process, grace_s=self._kill_grace_s)
+                        await process.aclose()
                 if absent and policy is not None:
                     ending.protected_created = tuple(policy.remove_created(absent))
         finally:

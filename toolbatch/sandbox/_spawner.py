@@ -101,18 +101,22 @@ class Spawner:
     _let_go: list[socket.socket] = field(default_factory=list)
     """Channels of commands the host is done with, closed once the next request is sent."""
     _closed: bool = False
+    _watched_names: tuple[str, ...] = ()
     unavailable: str | None = None
     """Why the spawner cannot start here, once it failed to (commands then run one ``bwrap``
     each)."""
 
+    def __post_init__(self) -> None:
+        self._watched_names = tuple(os.fspath(path) for path in self.watched)
+
     def _key(self) -> tuple[tuple[str, int, int], ...]:
         key = []
-        for path in self.watched:
+        for name in self._watched_names:  # stat'ed for every command: strings made once
             try:
-                stat = os.stat(path)
+                stat = os.stat(name)
             except OSError:
                 continue
-            key.append((os.fspath(path), stat.st_dev, stat.st_ino))
+            key.append((name, stat.st_dev, stat.st_ino))
         return tuple(key)
 
     async def spawn(
