@@ -38,8 +38,7 @@ all on a 2-core machine's CPU beside the command); concurrent commands fork one 
 supervisors come free. A supervisor becomes free only once the host closed the command's
 channel, so no signal the host sends for a command can reach the next one (the host closes
 it when it sends its next request: the supervisor comes free while that command runs, not
-while the host finishes this one). It holds the command's output pipe until it has sent
-``E``, so the host, woken by the pipe's end, finds the status there already. The link's EOF,
+while the host finishes this one). The link's EOF,
 not a byte written, says that a reader died: a command can kill its supervisor (``kill -9
 $PPID``, or another command's ``kill``) before the supervisor has said anything, and a
 session whose reader died unseen would never start another command.
@@ -122,12 +121,11 @@ def run(channel, data, fds):
         reply = b"X%d %s" % (exc.errno or 0, (exc.strerror or str(exc)).encode())
     else:
         reply = None
-    # The output's write ends are held until the exit status is sent: the host, woken by
-    # the pipe's end, finds the status there already (one wake-up of the host, not two).
-    output = fds[1:3] if reply is None else []
+    # The output's end reaches the host as the shell exits, while this supervisor wakes
+    # to send the status: the host's wake-up (on the other core, often idle and halted)
+    # overlaps that instead of following it, and it reads the status on the way.
     for fd in fds:
-        if fd not in output:
-            os.close(fd)
+        os.close(fd)
     # Only now the spawner names the next reader: a fork beside this posix_spawn would
     # compete with it for the CPU on the command's path. The command may kill this
     # supervisor before it gets here (kill -9 $PPID): its link's EOF says the same.
@@ -155,9 +153,6 @@ def run(channel, data, fds):
         # Nothing was said since P: the host wakes once per command, for this. Then the
         # spawner, which waits for no command: its wake-up is not on this one's path.
         channel.send(b"E%d %d" % (os.waitstatus_to_exitcode(status), alone))
-        for fd in output:
-            os.close(fd)
-        output = []
         if alone:
             link.send(b"e")  # free again once the host lets the command go
             return True
