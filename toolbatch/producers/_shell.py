@@ -515,7 +515,7 @@ class ShellProducer:
         read_fd, write_fd = open_pipe()
         try:
             try:
-                process = await spawn_shell(argv, invocation.cwd, env, policy, write_fd)
+                process = await spawn_shell(argv, invocation.cwd, env, policy, write_fd, absent)
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
             deadline = anyio.current_time() + ending.timeout_s

@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import os
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -130,13 +130,15 @@ async def spawn_shell(
     env: Mapping[str, str] | None,
     policy: ProcessPolicy | None,
     write_fd: int,
+    absent: Sequence[Path] = (),
 ) -> anyio.abc.Process:
     """Start the shell: through the session's spawner when the policy has one (about
-    1 ms), else under a ``bwrap`` of its own, or directly."""
+    1 ms), else under a ``bwrap`` of its own, or directly. ``absent``: the policy's
+    protected paths found missing just before (``absent_protected``)."""
     env = child_environment(env)
     if policy is not None and policy.spawner is not None:
         spawned = await policy.spawner.spawn(
-            argv, cwd=cwd, env=env, stdout=write_fd, stderr=write_fd
+            argv, cwd=cwd, env=env, stdout=write_fd, stderr=write_fd, absent=absent
         )
         if spawned is not None:
             return spawned

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -109,9 +109,14 @@ class Spawner:
     def __post_init__(self) -> None:
         self._watched_names = tuple(os.fspath(path) for path in self.watched)
 
-    def _key(self) -> tuple[tuple[str, int, int], ...]:
+    def _key(self, absent: Collection[Path] = ()) -> tuple[tuple[str, int, int], ...]:
+        """(path, device, inode) of each watched path that exists now (``absent``: paths
+        the caller has just found missing, not looked up again)."""
+        missing = {os.fspath(path) for path in absent}
         key = []
         for name in self._watched_names:  # stat'ed for every command: strings made once
+            if name in missing:
+                continue
             try:
                 stat = os.stat(name)
             except OSError:
@@ -127,9 +132,13 @@ class Spawner:
         env: Mapping[str, str] | None,
         stdout: int,
         stderr: int,
+        absent: Collection[Path] = (),
     ) -> SpawnedCommand | None:
         """Start ``argv`` in ``cwd`` with ``env`` (``None``: this process's) and stdin from
         /dev/null; ``None`` when no spawner can run here (the caller falls back).
+        ``absent``: the protected paths the caller has just found missing (the policy's
+        ``absent_protected``), which need no second look to tell whether the spawner's
+        binds are still those of the paths as they exist.
 
         Raises:
             OSError: the program could not be started (not found, not executable, bad cwd).
@@ -142,7 +151,7 @@ class Spawner:
         environment = env if type(env) is dict else dict(os.environ if env is None else env)
         payload = marshal.dumps(([os.fspath(arg) for arg in argv], os.fspath(cwd), environment))
         for attempt in range(2):
-            instance = await self._instance()
+            instance = await self._instance(absent)
             if instance is None:
                 return None
             try:
@@ -154,17 +163,17 @@ class Spawner:
                     raise SpawnerLost("the sandbox's spawner refused the command twice") from None
         raise AssertionError("unreachable")
 
-    async def _instance(self) -> SpawnerInstance | None:
+    async def _instance(self, absent: Collection[Path]) -> SpawnerInstance | None:
         if self._starting is None:
             # No yield when free (the rule): a yield per command is an event-loop turn.
             self._starting = anyio.Lock(fast_acquire=True)
         # One start at a time: commands of a first batch wait for one spawner, not start one
         # each.
         async with self._starting:
-            return await self._current_or_new()
+            return await self._current_or_new(absent)
 
-    async def _current_or_new(self) -> SpawnerInstance | None:
-        key = self._key()
+    async def _current_or_new(self, absent: Collection[Path]) -> SpawnerInstance | None:
+        key = self._key(absent)
         with self._lock:
             self._reap_retired()
             current = self._current
