@@ -525,7 +525,7 @@ class ShellProducer:
                     watched = OutputForwarder.of(context)
                     sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack)
 
-                    async def read(window: ReadWindow, *, last: bool = True) -> bool:
+                    async def read(window: ReadWindow, last: bool) -> bool:
                         return await pump(
                             read_fd,
                             capture,
@@ -567,7 +567,7 @@ class ShellProducer:
     async def _follow(
         self,
         process: anyio.abc.Process,
-        read: Callable[..., Awaitable[bool]],
+        read: Callable[[ReadWindow, bool], Awaitable[bool]],
         ending: Ending,
         deadline: float,
         stop: StopSignal,
@@ -581,7 +581,7 @@ class ShellProducer:
         keep open all need both at once.
         """
         quick = min(deadline, anyio.current_time() + QUICK_COMMAND_S)
-        drained = await read(ReadWindow(deadline=quick), last=False)
+        drained = await read(ReadWindow(deadline=quick), False)  # more may follow
         if drained and await exited_by(process, quick):
             await self._settle(process, ending)
             return
@@ -594,7 +594,7 @@ class ShellProducer:
             tg.start_soon(self._supervise, process, ending, deadline, window, pump_done, stop)
             if not drained:
                 try:
-                    await read(window)
+                    await read(window, True)
                 finally:
                     pump_done.set()
 
