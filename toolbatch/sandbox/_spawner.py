@@ -101,7 +101,7 @@ class Spawner:
     _let_go: list[socket.socket] = field(default_factory=list)
     """Channels of commands the host is done with, closed once the next request is sent."""
     _closed: bool = False
-    _watched_names: tuple[str, ...] = ()
+    _watched_names: tuple[str, ...] = field(default=(), init=False, repr=False)
     unavailable: str | None = None
     """Why the spawner cannot start here, once it failed to (commands then run one ``bwrap``
     each)."""
