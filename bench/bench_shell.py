@@ -37,7 +37,10 @@ each in turn in the same event loop, median of each (target: at most 2x). A diag
 does the same with ``sandbox="off"``: the host's own overhead (the scheduler, the producer,
 the capture), which the 2x includes. Another runs bare ``bash -c true`` against the same
 baseline: the tool's shell is bash, whose own start costs about 1.5x ``/bin/sh``'s (dash)
-here, so that much of the 2x is spent before toolbatch does anything.
+here, so that much of the 2x is spent before toolbatch does anything. A last one gives the
+CPU this process spent per call, ours against the baseline's (whose share includes forking
+``/bin/sh``; ours does not fork here, the sandbox's supervisor does): unlike the times, it
+hardly moves with the machine's load, so it tells the host's own cost from a busy machine.
 
 Issue 33's streaming row: the 1 GiB all persisted (caps raised) to a store on this
 machine's disk, as a user's store is, against the same stream into ``cat > /dev/null``
@@ -207,10 +210,13 @@ def _sandbox_cost(quick: bool) -> Row:
     )
 
 
-async def _short_command_ms(commands: int, sandbox: str = "workspace-write") -> tuple[float, float]:
+async def _short_command_ms(
+    commands: int, sandbox: str = "workspace-write"
+) -> tuple[float, float, float, float]:
     """Median milliseconds of one ``true`` through ``run_batch`` (the default sandbox, or
     ``sandbox``) and through ``asyncio.create_subprocess_shell`` with pipes, one of each in
-    turn."""
+    turn; then the median CPU milliseconds this process spent on each (its own threads
+    only: not the shell, nor the sandbox's processes)."""
     import asyncio
 
     from toolbatch import SchedulerConfig, ToolCall, ToolScheduler, default_registry
@@ -224,6 +230,7 @@ async def _short_command_ms(commands: int, sandbox: str = "workspace-write") -> 
 
     ours: list[float] = []
     baseline: list[float] = []
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory(prefix="toolbatch-bench-short-") as tmp:
         config = SchedulerConfig(artifacts_dir=tmp, sandbox=sandbox)  # type: ignore[arg-type]
         async with ToolScheduler(default_registry(), config) as scheduler:
@@ -233,6 +240,7 @@ async def _short_command_ms(commands: int, sandbox: str = "workspace-write") -> 
                 await bare()
             for index in range(commands):
                 for run_ours in (index % 2 == 0, index % 2 == 1):
+                    cpu_started = time.process_time()
                     started = time.perf_counter()
                     if run_ours:
                         turn = await scheduler.run_batch([call])
@@ -241,7 +249,13 @@ async def _short_command_ms(commands: int, sandbox: str = "workspace-write") -> 
                     else:
                         await bare()
                         baseline.append(time.perf_counter() - started)
-    return statistics.median(ours) * 1000, statistics.median(baseline) * 1000
+                    cpu[run_ours].append(time.process_time() - cpu_started)
+    return (
+        statistics.median(ours) * 1000,
+        statistics.median(baseline) * 1000,
+        statistics.median(cpu[True]) * 1000,
+        statistics.median(cpu[False]) * 1000,
+    )
 
 
 async def _bare_shells_ms(commands: int) -> tuple[float, float]:
@@ -273,8 +287,8 @@ async def _bare_shells_ms(commands: int) -> tuple[float, float]:
 
 def _short_command(quick: bool) -> list[Row]:
     commands = QUICK_SHORT_COMMANDS if quick else SHORT_COMMANDS
-    ours, bare = anyio.run(_short_command_ms, commands)
-    off, off_bare = anyio.run(_short_command_ms, commands, "off")
+    ours, bare, ours_cpu, bare_cpu = anyio.run(_short_command_ms, commands)
+    off, off_bare, _, _ = anyio.run(_short_command_ms, commands, "off")
     bash, sh = anyio.run(_bare_shells_ms, commands)
     return [
         Row(
@@ -298,6 +312,17 @@ def _short_command(quick: bool) -> list[Row]:
             baseline_value=off_bare,
             ratio=off / off_bare,
             target="diagnostic (the host's own overhead, included in the row above)",
+        ),
+        Row(
+            area=AREA,
+            name="diagnostic: this process's CPU per `true` through run_shell_command, "
+            f"default sandbox (median of {commands})",
+            value=ours_cpu,
+            unit="ms",
+            baseline='asyncio.create_subprocess_shell("true") (forks /bin/sh from here)',
+            baseline_value=bare_cpu,
+            ratio=ours_cpu / bare_cpu,
+            target="diagnostic (the host's share of the row above, whatever the load)",
         ),
         Row(
             area=AREA,

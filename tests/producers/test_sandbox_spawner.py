@@ -118,6 +118,22 @@ async def test_killing_or_stopping_ppid_costs_only_that_commands_status(tmp_path
     assert after.content == "after\n[exit code: 0]"
 
 
+async def test_a_spawned_command_that_closes_its_output_early_still_times_out(
+    tmp_path: Path,
+) -> None:
+    """Output closed at once, the shell still running: the timeout stops it, and the
+    session's next command runs."""
+    with open_process_policy(workspace_roots=[tmp_path]) as policy:
+        result = await sh(
+            policy, "echo before; exec >/dev/null 2>&1; sleep 30", default_timeout_s=0.3
+        )
+        after = await sh(policy, "echo after")
+    assert result.error is not None
+    assert result.error.type == "timeout"
+    assert result.content.startswith("before\n")
+    assert after.content == "after\n[exit code: 0]"
+
+
 async def test_a_command_cannot_open_the_memory_of_its_supervisor_or_the_spawner(
     tmp_path: Path,
 ) -> None:

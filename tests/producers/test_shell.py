@@ -356,6 +356,25 @@ async def test_context_timeout_caps_the_call_timeout() -> None:
     assert _exit_line(result).startswith("[timed out after 0.3 s;")
 
 
+async def test_a_command_that_closes_its_output_early_still_times_out() -> None:
+    """Output closed at once, leader still running: the timeout stops it all the same."""
+    started = time.monotonic()
+    result = await _run("echo before; exec >/dev/null 2>&1; sleep 30", timeout=0.3)
+    assert time.monotonic() - started < 5
+    assert result.error is not None
+    assert result.error.type == "timeout"
+    assert result.content.startswith("before\n")
+    assert _exit_line(result).startswith("[timed out after 0.3 s;")
+
+
+async def test_a_timeout_shorter_than_the_quick_window_is_kept() -> None:
+    """A timeout shorter than the quick window (10 ms) still ends the command as a timeout."""
+    result = await _run("sleep 30", timeout=0.01)
+    assert result.error is not None
+    assert result.error.type == "timeout"
+    assert _exit_line(result).startswith("[timed out after 0.01 s;")
+
+
 async def test_a_child_that_traps_term_is_killed_by_the_escalation(tmp_path: Path) -> None:
     """A child ignoring SIGTERM gets SIGKILL after the grace; nothing of the group is left."""
     fifo = tmp_path / "fifo"

@@ -291,8 +291,11 @@ async def pump(
     progress: Callable[[int], None],
     log: Any,
     output: Callable[[bytes], None] | None = None,
-) -> None:
-    """Read the non-blocking pipe ``fd`` to EOF (or until ``window`` closes).
+    last: bool = True,
+) -> bool:
+    """Read the non-blocking pipe ``fd`` to EOF (or until ``window`` closes); whether
+    nothing is left to read (EOF, or a read error). ``last=False``: another call reads on
+    after a closed window (what is read so far is not yet all there is).
 
     Every chunk goes into ``capture``; once the output wants an artifact, all of it (from
     its first byte) also goes to ``sink``. ``progress`` gets the byte count about once a
@@ -304,6 +307,7 @@ async def pump(
     current_time = anyio.current_time
     unyielded = 0
     next_progress = current_time() + PROGRESS_INTERVAL_S
+    ended = False
     while True:
         try:
             chunk = read(fd, READ_CHUNK_BYTES)
@@ -314,8 +318,10 @@ async def pump(
             continue
         except OSError as exc:
             log.warning("shell.read_failed", error=str(exc))
+            ended = True
             break
         if not chunk:
+            ended = True
             break
         before = capture.total
         capture.feed(chunk)
@@ -338,8 +344,9 @@ async def pump(
             progress(capture.total)
         if now >= window.deadline:
             break  # something keeps writing after the drain ended
-    if sink.stream is None and storing and capture.wants_artifact(eof=True):
+    if (ended or last) and sink.stream is None and storing and capture.wants_artifact(eof=True):
         await sink.open(capture.suffix, bytes(capture.head))
+    return ended
 
 
 # -- deciding and rendering -------------------------------------------------------------

@@ -38,7 +38,11 @@ Aborts keep the output
     The command runs in a shielded scope: an abort (``context.cancelled``) or the caller's
     cancellation stops the group, drains the pipe and commits the artifact (bounded by the
     kill grace, the drain and ``CLEANUP_S``). On cancellation that partial result goes to
-    ``context.partial_result`` before the cancellation propagates.
+    ``context.partial_result`` before the cancellation propagates. A command that ends
+    within ``QUICK_COMMAND_S`` (50 ms; most do) is read and awaited by the calling task
+    alone; only one still running then gets the task that relays an abort and the one that
+    supervises its leader beside the reading, so an abort in those first 50 ms is acted on
+    when they end, at the latest.
 
 What the user gets (``ToolResult.display``)
     A string: the whole output up to the trigger; past it, a head-and-tail window of about
@@ -53,7 +57,7 @@ import errno
 import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -83,6 +87,7 @@ from toolbatch.producers._capture import (
 from toolbatch.producers._shell_process import (
     OutputForwarder,
     StopSignal,
+    exited_by,
     spawn_shell,
     wait_leader,
 )
@@ -126,6 +131,12 @@ UNTRIGGERED_LIMIT_BYTES: Final = 16 * 2**20
 the producer previews anyway, because keeping it whole would make memory unbounded."""
 MIN_PREVIEW_CHARS: Final = 200
 CLEANUP_S: Final = 5.0
+QUICK_COMMAND_S: Final = 0.05
+"""A command that ends within this (its output closed and its leader gone; most do) is
+followed by the calling task alone: no task relays an abort or supervises the leader. An
+abort or the caller's cancellation in that window is acted on when it closes, at the latest,
+and so is a leader's exit while background processes keep the pipe open (the drain starts
+then). A task started and cancelled per call cost about 0.1 ms of a 2 ms ``true``."""
 
 _ARG_NAMES: Final = ("command", "cwd", "timeout", "description")
 
@@ -386,19 +397,24 @@ class ShellProducer:
         if context.timeout_s is not None:
             timeout_s = min(timeout_s, context.timeout_s)
         ending = Ending(timeout_s=timeout_s)
-        stop = StopSignal()
         results: list[ToolResult] = []
         # The command runs shielded, so that the caller's cancellation becomes a stop like
         # an abort (group stopped, output drained, artifact committed) instead of losing
         # the output; the relay turns either into ``stop`` and bounds the shield from then.
+        # It starts only for a command still running after QUICK_COMMAND_S (``stop.watch``).
         stop_budget_s = self._kill_grace_s + self._drain_s + CLEANUP_S
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope(
                 shield=True, deadline=anyio.current_time() + timeout_s + 2 * stop_budget_s
             ) as work:
-                tg.start_soon(self._relay_stop, context.cancelled, stop, work, stop_budget_s)
+                stop = StopSignal(
+                    lambda: tg.start_soon(
+                        self._relay_stop, context.cancelled, stop, work, stop_budget_s
+                    )
+                )
                 results.append(await self._attempt(invocation, call, context, policy, ending, stop))
-            tg.cancel_scope.cancel()
+            if stop.watching:
+                tg.cancel_scope.cancel()
         try:
             await anyio.lowlevel.checkpoint_if_cancelled()
         except anyio.get_cancelled_exc_class():
@@ -418,7 +434,10 @@ class ShellProducer:
     ) -> None:
         """Set ``stop`` on an abort or when this task is cancelled (the caller's cancel)."""
         try:
-            await cancelled.wait()
+            # Started late (``stop.watch``), it may start after the caller was cancelled,
+            # which asyncio's anyio tells only the tasks waiting then: ask.
+            if anyio.current_effective_deadline() != -math.inf:
+                await cancelled.wait()
         finally:
             if not stop.is_set():
                 stop.set()
@@ -496,32 +515,33 @@ class ShellProducer:
         read_fd, write_fd = open_pipe()
         try:
             try:
-                process = await spawn_shell(argv, invocation.cwd, env, policy, write_fd)
+                process = await spawn_shell(argv, invocation.cwd, env, policy, write_fd, absent)
             finally:
                 os.close(write_fd)  # the children hold the write end; EOF needs ours closed
+            deadline = anyio.current_time() + ending.timeout_s
             settled = False
             try:
                 async with contextlib.AsyncExitStack() as stack:
-                    window = ReadWindow()
-                    pump_done = anyio.Event()
                     watched = OutputForwarder.of(context)
-                    async with anyio.create_task_group() as tg:
-                        sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack)
-                        tg.start_soon(self._supervise, process, ending, window, pump_done, stop)
-                        try:
-                            await pump(
-                                read_fd,
-                                capture,
-                                sink,
-                                window,
-                                progress=lambda total: self._progress(context, total),
-                                log=context.log,
-                                output=None if watched is None else watched.feed,
-                            )
-                        finally:
-                            pump_done.set()
-                            if watched is not None:
-                                watched.close()
+                    sink = ArtifactSink(context.store, call.id, SHELL_TOOL_NAME, stack)
+
+                    async def read(window: ReadWindow, last: bool) -> bool:
+                        return await pump(
+                            read_fd,
+                            capture,
+                            sink,
+                            window,
+                            progress=lambda total: self._progress(context, total),
+                            log=context.log,
+                            output=None if watched is None else watched.feed,
+                            last=last,
+                        )
+
+                    try:
+                        await self._follow(process, read, ending, deadline, stop)
+                    finally:
+                        if watched is not None:
+                            watched.close()
                     if isinstance(process, SpawnedCommand) and process.start_error is not None:
                         raise process.start_error  # told as a start failure, as from Popen
                     settled = True
@@ -529,27 +549,65 @@ class ShellProducer:
                     saved = await save(kind, sink, context.store)
                 return kind, saved
             finally:
-                with (
-                    anyio.CancelScope(shield=True),
-                    anyio.move_on_after(self._kill_grace_s + CLEANUP_S),
-                ):
-                    if not settled:
-                        await stop_group(process, grace_s=self._kill_grace_s)
-                    await process.aclose()
+                if settled and process.returncode is not None:
+                    await process.aclose()  # the leader has exited: nothing to wait for
+                else:
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(self._kill_grace_s + CLEANUP_S),
+                    ):
+                        if not settled:
+                            await stop_group(process, grace_s=self._kill_grace_s)
+                        await process.aclose()
                 if absent and policy is not None:
                     ending.protected_created = tuple(policy.remove_created(absent))
         finally:
             os.close(read_fd)
 
+    async def _follow(
+        self,
+        process: anyio.abc.Process,
+        read: Callable[[ReadWindow, bool], Awaitable[bool]],
+        ending: Ending,
+        deadline: float,
+        stop: StopSignal,
+    ) -> None:
+        """Read the output and wait for the leader, the ``deadline`` or a stop.
+
+        Most commands end within QUICK_COMMAND_S: this task reads their output to its end,
+        then waits for their leader, alone. One still running then gets the stop relay
+        (``stop.watch``) and a second task that supervises the leader while this one reads
+        on: the timeout, an abort, and a bounded drain of a pipe that background processes
+        keep open all need both at once.
+        """
+        quick = min(deadline, anyio.current_time() + QUICK_COMMAND_S)
+        drained = await read(ReadWindow(deadline=quick), False)  # more may follow
+        if drained and await exited_by(process, quick):
+            await self._settle(process, ending)
+            return
+        stop.watch()
+        window = ReadWindow()
+        pump_done = anyio.Event()
+        if drained:
+            pump_done.set()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._supervise, process, ending, deadline, window, pump_done, stop)
+            if not drained:
+                try:
+                    await read(window, True)
+                finally:
+                    pump_done.set()
+
     async def _supervise(
         self,
         process: anyio.abc.Process,
         ending: Ending,
+        deadline: float,
         window: ReadWindow,
         pump_done: anyio.Event,
         stop: StopSignal,
     ) -> None:
-        ending.reason = await wait_leader(process, timeout_s=ending.timeout_s, stop=stop)
+        ending.reason = await wait_leader(process, deadline=deadline, stop=stop)
         if ending.reason != "exited":
             ending.stop = await stop_group(process, grace_s=self._kill_grace_s)
         # The leader is gone; anything still holding the pipe gets a bounded drain.
@@ -557,13 +615,17 @@ class ShellProducer:
             with anyio.move_on_after(self._drain_s):
                 await pump_done.wait()
         ending.pipe_held = not pump_done.is_set()
+        await self._settle(process, ending)
+        window.close_at(anyio.current_time())
+
+    async def _settle(self, process: anyio.abc.Process, ending: Ending) -> None:
+        """Stop what an exited command left running (``kill_background``); take its status."""
         if ending.reason == "exited" and self._kill_background and await command_alive(process):
             left = await stop_group(process, grace_s=self._kill_grace_s)
             ending.background_stopped = left.terminated or left.killed
         ending.returncode = process.returncode
         if isinstance(process, SpawnedCommand):
             ending.lost = process.lost
-        window.close_at(anyio.current_time())
 
     @staticmethod
     def _progress(context: ProducerContext, total: int) -> None:

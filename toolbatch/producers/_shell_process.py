@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -24,6 +24,7 @@ from toolbatch.telemetry import child_environment
 __all__ = [
     "OutputForwarder",
     "StopSignal",
+    "exited_by",
     "spawn_shell",
     "wait_leader",
 ]
@@ -67,14 +68,17 @@ class StopSignal:
     """An abort or the caller's cancellation, told to the leader's wait as it happens.
 
     ``set`` cancels the wait in progress directly, so waiting for the leader needs no task
-    of its own beside it (a task per call costs more than the wait's own work).
+    of its own beside it (a task per call costs more than the wait's own work). Nothing
+    relays an abort until :meth:`watch` starts the relay (``relay``): a command that ends
+    quickly never needs one.
     """
 
-    __slots__ = ("_scope", "_set")
+    __slots__ = ("_relay", "_scope", "_set")
 
-    def __init__(self) -> None:
+    def __init__(self, relay: Callable[[], object] | None = None) -> None:
         self._set = False
         self._scope: anyio.CancelScope | None = None
+        self._relay = relay
 
     def is_set(self) -> bool:
         return self._set
@@ -84,12 +88,24 @@ class StopSignal:
         if self._scope is not None:
             self._scope.cancel()
 
+    def watch(self) -> None:
+        """Start relaying the abort and the caller's cancellation to :meth:`set` (once)."""
+        relay, self._relay = self._relay, None
+        if relay is not None:
+            relay()
 
-async def wait_leader(process: anyio.abc.Process, *, timeout_s: float, stop: StopSignal) -> Reason:
-    """Wait for the leader to exit, the timeout, or ``stop``, whichever comes first."""
+    @property
+    def watching(self) -> bool:
+        """Whether :meth:`watch` started the relay."""
+        return self._relay is None
+
+
+async def wait_leader(process: anyio.abc.Process, *, deadline: float, stop: StopSignal) -> Reason:
+    """Wait for the leader to exit, the ``deadline`` (a timeout), or ``stop``, whichever
+    comes first."""
     if stop.is_set():
         return "cancelled"
-    with anyio.CancelScope(deadline=anyio.current_time() + timeout_s) as scope:
+    with anyio.CancelScope(deadline=deadline) as scope:
         stop._scope = scope
         try:
             await process.wait()
@@ -100,19 +116,29 @@ async def wait_leader(process: anyio.abc.Process, *, timeout_s: float, stop: Sto
     return "cancelled" if stop.is_set() else "timeout"
 
 
+async def exited_by(process: anyio.abc.Process, deadline: float) -> bool:
+    """Wait for the leader to exit until ``deadline``; whether it did."""
+    with anyio.CancelScope(deadline=deadline):
+        await process.wait()
+        return True
+    return False
+
+
 async def spawn_shell(
     argv: list[str],
     cwd: Path,
     env: Mapping[str, str] | None,
     policy: ProcessPolicy | None,
     write_fd: int,
+    absent: Sequence[Path] = (),
 ) -> anyio.abc.Process:
     """Start the shell: through the session's spawner when the policy has one (about
-    1 ms), else under a ``bwrap`` of its own, or directly."""
+    1 ms), else under a ``bwrap`` of its own, or directly. ``absent``: the policy's
+    protected paths found missing just before (``absent_protected``)."""
     env = child_environment(env)
     if policy is not None and policy.spawner is not None:
         spawned = await policy.spawner.spawn(
-            argv, cwd=cwd, env=env, stdout=write_fd, stderr=write_fd
+            argv, cwd=cwd, env=env, stdout=write_fd, stderr=write_fd, absent=absent
         )
         if spawned is not None:
             return spawned

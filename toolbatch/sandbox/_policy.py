@@ -140,6 +140,15 @@ class ProcessPolicy:
     """The seccomp program ``bwrap`` applies (no UNIX sockets while the network is off)."""
     spawner: Spawner | None = field(default=None, repr=False)
     """The session's long-lived ``bwrap`` that starts each command (``_spawner``)."""
+    _guarded: tuple[tuple[Path, str], ...] = field(default=(), init=False, repr=False)
+    """The protected paths with a ``PROTECTED_NAMES`` name, and their strings (looked up
+    before and after every command: made once)."""
+
+    def __post_init__(self) -> None:
+        guarded = tuple(
+            (path, os.fspath(path)) for path in self.protected if path.name in PROTECTED_NAMES
+        )
+        object.__setattr__(self, "_guarded", guarded)  # frozen: set once, here
 
     @property
     def namespaced(self) -> bool:
@@ -172,11 +181,7 @@ class ProcessPolicy:
         later by the host itself: they are protected once they exist.)"""
         if self.sandbox == "off":
             return ()
-        return tuple(
-            path
-            for path in self.protected
-            if path.name in PROTECTED_NAMES and not os.path.lexists(path)
-        )
+        return tuple(path for path, name in self._guarded if not os.path.lexists(name))
 
     def remove_created(self, absent: Sequence[Path]) -> list[Path]:
         """Remove those of ``absent`` that exist now (a command made them); returns them."""

@@ -155,7 +155,7 @@ class GroupProcess(_PipedElsewhere):
         if pidfd_open is not None:
             with contextlib.suppress(OSError):
                 self._pidfd = pidfd_open(popen.pid)
-        self._waiting = anyio.Lock()
+        self._waiting = anyio.Lock(fast_acquire=True)  # no event-loop turn when free
         self._registered = True
 
     @property

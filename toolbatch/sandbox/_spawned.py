@@ -56,7 +56,10 @@ class SpawnedCommand(TreeProcess):
     """
 
     def __init__(
-        self, channel: socket.socket, instance: SpawnerInstance, release: Callable[[], None]
+        self,
+        channel: socket.socket,
+        instance: SpawnerInstance,
+        release: Callable[[socket.socket], None],
     ) -> None:
         self._channel = channel
         self._instance = instance
@@ -67,7 +70,7 @@ class SpawnedCommand(TreeProcess):
         self._eof = False
         self._released = False
         self._gone = False
-        self._waiting = anyio.Lock()
+        self._waiting = anyio.Lock(fast_acquire=True)  # no event-loop turn when free
         self.lost: str | None = None
         """Why the exit status is unknown (the supervisor or the spawner died), if so."""
         self.start_error: OSError | ValueError | None = None
@@ -120,14 +123,17 @@ class SpawnedCommand(TreeProcess):
         ``SPAWN_CHECK_S``, resume a supervisor its command stopped, or, before the
         supervisor is known, check that the spawner is alive, running and answering."""
         deadline = anyio.current_time() + SPAWN_REPLY_S
+        self._take(self._read())  # often there already: no wait, no event-loop turn
         while not done() and not self._gone:
             with anyio.move_on_after(SPAWN_CHECK_S) as waited:
                 await anyio.wait_readable(self._channel)
             self._take(self._read())
             if self._eof:
-                self._gone = True
+                # Gone only once the reason is known: a wait cancelled while it is sought
+                # (a caller's deadline) leaves it to the next one.
                 if self._code is None and self.start_error is None:
                     self.lost = await self._lost_reason()
+                self._gone = True
             elif not waited.cancelled_caught:
                 continue
             elif self._pid > 0:
@@ -242,8 +248,8 @@ class SpawnedCommand(TreeProcess):
             self.release()
 
     def release(self) -> None:
-        """Close the channel and let the spawner go (once the command is done with)."""
-        self._channel.close()
+        """Let the spawner go, with the channel (once the command is done with): the
+        spawner closes it soon, which frees the supervisor."""
         if not self._released:
             self._released = True
-            self._release()
+            self._release(self._channel)

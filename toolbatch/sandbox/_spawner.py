@@ -43,7 +43,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -98,19 +98,30 @@ class Spawner:
     _starting: anyio.Lock | None = None
     _current: SpawnerInstance | None = None
     _retired: list[SpawnerInstance] = field(default_factory=list)
+    _let_go: list[socket.socket] = field(default_factory=list)
+    """Channels of commands the host is done with, closed once the next request is sent."""
     _closed: bool = False
+    _watched_names: tuple[str, ...] = field(default=(), init=False, repr=False)
     unavailable: str | None = None
     """Why the spawner cannot start here, once it failed to (commands then run one ``bwrap``
     each)."""
 
-    def _key(self) -> tuple[tuple[str, int, int], ...]:
+    def __post_init__(self) -> None:
+        self._watched_names = tuple(os.fspath(path) for path in self.watched)
+
+    def _key(self, absent: Collection[Path] = ()) -> tuple[tuple[str, int, int], ...]:
+        """(path, device, inode) of each watched path that exists now (``absent``: paths
+        the caller has just found missing, not looked up again)."""
+        missing = {os.fspath(path) for path in absent}
         key = []
-        for path in self.watched:
+        for name in self._watched_names:  # stat'ed for every command: strings made once
+            if name in missing:
+                continue
             try:
-                stat = os.stat(path)
+                stat = os.stat(name)
             except OSError:
                 continue
-            key.append((os.fspath(path), stat.st_dev, stat.st_ino))
+            key.append((name, stat.st_dev, stat.st_ino))
         return tuple(key)
 
     async def spawn(
@@ -121,9 +132,13 @@ class Spawner:
         env: Mapping[str, str] | None,
         stdout: int,
         stderr: int,
+        absent: Collection[Path] = (),
     ) -> SpawnedCommand | None:
         """Start ``argv`` in ``cwd`` with ``env`` (``None``: this process's) and stdin from
         /dev/null; ``None`` when no spawner can run here (the caller falls back).
+        ``absent``: the protected paths the caller has just found missing (the policy's
+        ``absent_protected``), which need no second look to tell whether the spawner's
+        binds are still those of the paths as they exist.
 
         Raises:
             OSError: the program could not be started (not found, not executable, bad cwd).
@@ -132,10 +147,11 @@ class Spawner:
         """
         if self.unavailable is not None or self._closed:
             return None
-        environment = dict(os.environ if env is None else env)
+        # marshal takes a dict: the policy's environment is one, copied only otherwise.
+        environment = env if type(env) is dict else dict(os.environ if env is None else env)
         payload = marshal.dumps(([os.fspath(arg) for arg in argv], os.fspath(cwd), environment))
         for attempt in range(2):
-            instance = await self._instance()
+            instance = await self._instance(absent)
             if instance is None:
                 return None
             try:
@@ -147,16 +163,17 @@ class Spawner:
                     raise SpawnerLost("the sandbox's spawner refused the command twice") from None
         raise AssertionError("unreachable")
 
-    async def _instance(self) -> SpawnerInstance | None:
+    async def _instance(self, absent: Collection[Path]) -> SpawnerInstance | None:
         if self._starting is None:
-            self._starting = anyio.Lock()
+            # No yield when free (the rule): a yield per command is an event-loop turn.
+            self._starting = anyio.Lock(fast_acquire=True)
         # One start at a time: commands of a first batch wait for one spawner, not start one
         # each.
         async with self._starting:
-            return await self._current_or_new()
+            return await self._current_or_new(absent)
 
-    async def _current_or_new(self) -> SpawnerInstance | None:
-        key = self._key()
+    async def _current_or_new(self, absent: Collection[Path]) -> SpawnerInstance | None:
+        key = self._key(absent)
         with self._lock:
             self._reap_retired()
             current = self._current
@@ -192,6 +209,7 @@ class Spawner:
 
     def _retire(self, instance: SpawnerInstance) -> None:
         """Let ``instance`` go once its commands are done (call with the lock held)."""
+        self._close_let_go()  # its spawner leaves only once its supervisors are free
         instance.retired = True
         if instance.running == 0 or not instance.alive():
             instance.shut()
@@ -204,11 +222,26 @@ class Spawner:
             if not (instance.popen.poll() is not None and instance.reap(0))
         ]
 
-    def _release(self, instance: SpawnerInstance) -> None:
+    def _release(self, instance: SpawnerInstance, channel: socket.socket | None = None) -> None:
+        """A command of ``instance`` is done with; its ``channel`` is closed once the next
+        request is sent (its supervisor, woken by that, then comes free while the next
+        command runs rather than while the host finishes this one), or at once when
+        ``instance`` is retired."""
         with self._lock:
             instance.running -= 1
-            if instance.retired and instance.running == 0:
-                instance.shut()
+            if channel is not None:
+                self._let_go.append(channel)
+            if instance.retired:
+                self._close_let_go()
+                if instance.running == 0:
+                    instance.shut()
+
+    def _close_let_go(self) -> None:
+        """Close the channels of the commands the host is done with (their supervisors come
+        free); call with the lock held."""
+        for channel in self._let_go:
+            channel.close()
+        self._let_go.clear()
 
     async def _start(self, key: tuple[tuple[str, int, int], ...]) -> SpawnerInstance:
         ensure_reaper()  # from this (unconfined) thread, before the spawn
@@ -314,7 +347,10 @@ class Spawner:
             if memfd is not None:
                 os.close(memfd)
         instance.offer_channel()  # for the next reader, which the spawner is naming now
-        command = SpawnedCommand(channel, instance, lambda: self._release(instance))
+        if self._let_go:
+            with self._lock:
+                self._close_let_go()
+        command = SpawnedCommand(channel, instance, lambda done: self._release(instance, done))
         # Its P is usually there already (sent when it took the channel); the rest is read
         # by wait(): one wake-up of the host per command, when it ends.
         command.poll()
@@ -324,6 +360,7 @@ class Spawner:
         """End every spawner of this policy and reap it (killed if it does not leave)."""
         with self._lock:
             self._closed = True
+            self._close_let_go()
             instances = [*self._retired, *([self._current] if self._current else [])]
             self._current = None
             self._retired = []

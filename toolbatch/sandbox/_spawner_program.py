@@ -36,7 +36,9 @@ sequential commands so alternate between two supervisors and fork nothing (a for
 spawner costs about 0.3 ms, and the new process's first steps over 1 ms more of copied pages,
 all on a 2-core machine's CPU beside the command); concurrent commands fork one each until
 supervisors come free. A supervisor becomes free only once the host closed the command's
-channel, so no signal the host sends for a command can reach the next one. The link's EOF,
+channel, so no signal the host sends for a command can reach the next one (the host closes
+it when it sends its next request: the supervisor comes free while that command runs, not
+while the host finishes this one). The link's EOF,
 not a byte written, says that a reader died: a command can kill its supervisor (``kill -9
 $PPID``, or another command's ``kill``) before the supervisor has said anything, and a
 session whose reader died unseen would never start another command.
@@ -80,6 +82,10 @@ for number in IGNORED:
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the supervisors
 FDS = socket.CMSG_SPACE(8 * array.array("i").itemsize)
 IDLE_KEPT = 2  # supervisors kept for another command; more leave
+# One receive buffer: a fresh 1 MiB bytes per message cost an mmap and a munmap on the
+# command's path.
+BUFFER = bytearray(1 << 20)
+BUFFER_VIEW = memoryview(BUFFER)
 READER_WAIT_MS = 2  # how long the next command may wait for one, rather than for a fork
 
 
@@ -115,6 +121,9 @@ def run(channel, data, fds):
         reply = b"X%d %s" % (exc.errno or 0, (exc.strerror or str(exc)).encode())
     else:
         reply = None
+    # The output's end reaches the host as the shell exits, while this supervisor wakes
+    # to send the status: the host's wake-up (on the other core, often idle and halted)
+    # overlaps that instead of following it, and it reads the status on the way.
     for fd in fds:
         os.close(fd)
     # Only now the spawner names the next reader: a fork beside this posix_spawn would
@@ -141,18 +150,19 @@ def run(channel, data, fds):
                 break
             if pid == 0:
                 break
-        if alone:
-            link.send(b"e")  # free again once the host lets the command go
-        # Nothing was said since P: the host wakes once per command, for this.
+        # Nothing was said since P: the host wakes once per command, for this. Then the
+        # spawner, which waits for no command: its wake-up is not on this one's path.
         channel.send(b"E%d %d" % (os.waitstatus_to_exitcode(status), alone))
         if alone:
+            link.send(b"e")  # free again once the host lets the command go
             return True
 
 
 def receive(tag, count):
     # The next message's payload and fds if it is a `tag` one with at least `count` fds;
     # None at EOF (the host is gone or done) or out of turn.
-    data, ancillary, _, _ = control.recvmsg(1 << 20, FDS, socket.MSG_CMSG_CLOEXEC)
+    size, ancillary, _, _ = control.recvmsg_into([BUFFER], FDS, socket.MSG_CMSG_CLOEXEC)
+    data = BUFFER_VIEW[:size].tobytes()
     fds = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -179,7 +189,8 @@ def supervise():
         if given is None:
             link.send(b"q")
             break
-        channel = socket.socket(fileno=given[1][0])
+        # Its kind given, not asked of the kernel (three system calls).
+        channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, given[1][0])
         for fd in given[1][1:]:
             os.close(fd)
         channel.send(b"P")  # the host knows this pid before the command can signal it
