@@ -226,12 +226,13 @@ class Spawner:
         """A command of ``instance`` is done with; its ``channel`` is closed once the next
         request is sent (its supervisor, woken by that, then comes free while the next
         command runs rather than while the host finishes this one), or at once when
-        ``instance`` is retired."""
+        ``instance`` is retired or the spawner closed (a command released after the session
+        closed)."""
         with self._lock:
             instance.running -= 1
             if channel is not None:
                 self._let_go.append(channel)
-            if instance.retired:
+            if instance.retired or self._closed:  # no next request: close it now
                 self._close_let_go()
                 if instance.running == 0:
                     instance.shut()
