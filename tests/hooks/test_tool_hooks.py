@@ -83,7 +83,8 @@ async def test_each_event_receives_claude_codes_input_fields(tmp_path: Path) -> 
     record = script(
         tmp_path, "record.py", f"open({str(seen)!r}, 'a').write(sys.stdin.read() + '\\n')"
     )
-    recorder_sh = script(tmp_path, "record.sh", f'cat >> "{seen}"; echo >> "{seen}"')
+    # One write per event: the hooks of the two calls run at the same time.
+    recorder_sh = script(tmp_path, "record.sh", f'printf "%s\\n" "$(cat)" >> "{seen}"')
     settings = hooks_settings(
         PreToolUse=[group(record, "Bash")],
         PostToolUse=[group(recorder_sh, "run_shell_command")],
