@@ -367,7 +367,7 @@ class _Service:
             return
         finally:
             self._inflight.pop(key, None)
-        log.info(
+        log.debug(  # the scheduler's turn.completed already tells each batch at info
             "service.batch_answered",
             request_id=request_id,
             calls=len(calls),
