@@ -189,9 +189,13 @@ class ReadmeRuns:
             self._runs[index] = run_block(BLOCKS[index], directory)
         return self._runs[index]
 
-    def command(self, text: str) -> CommandRun:
-        """The run of the README's `$ {text}` line, which must succeed with its block."""
+    def block_of(self, text: str) -> BlockRun:
+        """The run of the block holding the README's `$ {text}` line, which must succeed."""
         (index,) = [n for n, block in enumerate(BLOCKS) if text in block.runnable]
         run = self.block(index)
         assert run.returncode == 0, f"{run.block.runnable}\n{run.stdout}\n{run.stderr}"
-        return run.command(text)
+        return run
+
+    def command(self, text: str) -> CommandRun:
+        """The run of the README's `$ {text}` line, which must succeed with its block."""
+        return self.block_of(text).command(text)
