@@ -273,6 +273,7 @@ async def _agent_in_this_process(
     agent_in, client_out = os.pipe()
     client_in, agent_out = os.pipe()
     ended: list[BaseException | None] = []
+    done = anyio.Event()
 
     async def serve() -> None:
         try:
@@ -285,6 +286,7 @@ async def _agent_in_this_process(
         finally:  # as a process's exit would, this ends the client's input
             for fd in (agent_in, agent_out):
                 os.close(fd)
+            done.set()
 
     try:
         stdout = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
@@ -300,8 +302,7 @@ async def _agent_in_this_process(
             yield stdin, stdout, None
             stdin.close()
             with anyio.fail_after(15):
-                while not ended:  # noqa: ASYNC110  (the agent's own task: it ends by itself)
-                    await anyio.sleep(0.01)
+                await done.wait()
         assert ended == [None], f"the agent ended with {ended[0]!r}"
     finally:
         if not ended:  # the agent never started
