@@ -72,21 +72,22 @@ def slot_strings(parts: Sequence[Part], *, top_level_text: bool = True) -> list[
     ]
 
 
-def split_slots(
+def classified_slots(
     parts: Sequence[Part],
     lifecycle: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS,
     *,
     top_level_text: bool = True,
     tool: str | None = None,
     success: bool = True,
-) -> list[tuple[str, str]]:
-    """Every measured string as (protected, budgeted): one of the two is empty.
+) -> list[tuple[bool, str]]:
+    """Every measured string with whether it is protected (outside the budget).
 
     A successful function response (no ``error``) of a lifecycle tool (``tool``, else the
-    part's own name) is protected whole; everything else is budgeted.
+    part's own name) is protected whole; everything else is budgeted. Unlike
+    ``split_slots``, an empty protected string is told from an empty budgeted one.
     """
     names = frozenset(lifecycle)
-    split: list[tuple[str, str]] = []
+    slots: list[tuple[bool, str]] = []
     for part in parts:
         if isinstance(part, FunctionResponsePart):
             function_response = part.function_response
@@ -96,11 +97,27 @@ def split_slots(
                 and "error" not in body
                 and (tool if tool is not None else function_response.name) in names
             )
-            for text in _body_slots(body):
-                split.append((text, "") if protected else ("", text))
+            slots.extend((protected, text) for text in _body_slots(body))
         elif top_level_text and isinstance(part, TextPart):
-            split.append(("", part.text))
-    return split
+            slots.append((False, part.text))
+    return slots
+
+
+def split_slots(
+    parts: Sequence[Part],
+    lifecycle: Iterable[str] = DEFAULT_LIFECYCLE_TOOLS,
+    *,
+    top_level_text: bool = True,
+    tool: str | None = None,
+    success: bool = True,
+) -> list[tuple[str, str]]:
+    """Every measured string as (protected, budgeted): one of the two is empty."""
+    return [
+        (text, "") if protected else ("", text)
+        for protected, text in classified_slots(
+            parts, lifecycle, top_level_text=top_level_text, tool=tool, success=success
+        )
+    ]
 
 
 def protected_length(

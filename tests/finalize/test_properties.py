@@ -9,7 +9,12 @@ from pathlib import Path
 import anyio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.finalize._support import RecordingStore, budgeted_length, split_slots
+from tests.finalize._support import (
+    RecordingStore,
+    budgeted_length,
+    classified_slots,
+    split_slots,
+)
 from tests.strategies import TOOL_NAMES, response_batches, scaled, texts, tool_call_responses
 from toolbatch import (
     FileDataPart,
@@ -198,7 +203,13 @@ def test_each_response_is_persisted_at_most_once_over_repeated_passes(
         # Every write holds one response's budgeted text, joined by blank lines (protected
         # lifecycle output is not budgeted text at all).
         expected = {
-            "\n\n".join(text for prefix, text in budgeted_slots(item) if not prefix)
+            "\n\n".join(
+                text
+                for protected, text in classified_slots(
+                    item.parts, tool=item.name, success=item.status == "success"
+                )
+                if not protected
+            )
             for item in batch
             if item.persisted_output_files is None
         }
@@ -291,6 +302,31 @@ _mixed_batches = st.lists(
     ),
     max_size=12,
 )
+
+
+def test_an_empty_lifecycle_output_is_not_written_with_the_cut_text() -> None:
+    """The case Hypothesis found: a lifecycle tool's empty (protected) output is not budgeted
+    text, so its file holds only the cut top-level text, as a shell call's holds both."""
+
+    def response(name: str) -> ToolCallResponse:
+        return ToolCallResponse.model_validate(
+            {
+                "call_id": "c1",
+                "name": name,
+                "parts": [
+                    {"functionResponse": {"id": "c1", "name": name, "response": {"output": ""}}},
+                    {"text": "00"},
+                ],
+            }
+        )
+
+    with tempfile.TemporaryDirectory() as directory:
+        store = RecordingStore(Path(directory))
+        finalize([response("run_shell_command"), response("enter_plan_mode")], 1, store)
+    assert [(tool, text) for _, tool, text in store.calls] == [
+        ("run_shell_command", "\n\n00"),
+        ("enter_plan_mode", "00"),
+    ]
 
 
 @settings(max_examples=scaled(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
