@@ -74,12 +74,11 @@ DEFAULT_MAX_TOTAL_BYTES: Final = 2**30
 INLINE_ENCODE_CHARS: Final = 64 * 2**10
 """Non-ASCII texts up to this many code points are encoded on the event loop; longer ones
 in a worker thread."""
-INLINE_ASCII_CHARS: Final = 1 * 2**20
-"""ASCII texts up to this long are encoded on the event loop (a copy of at most a MiB costs
-about what a hop does, and a hop is for a MiB or more); longer ones in the thread that
-creates the temp part. Measured (issue 33): a worker thread's copy costs about twice the
-loop's, because its malloc arena hands back fresh pages that fault in, where the loop's
-reuses them."""
+INLINE_ASCII_CHARS: Final = 64 * 2**10
+"""ASCII texts up to this long are encoded on the event loop; longer ones by the worker
+thread that writes them (a one-shot write is one hop either way). Measured (issue 33): with
+100 texts of 1 MB persisted eight at a time, encoding on the loop holds back the next
+writes and costs about a fifth of the throughput."""
 CLEANUP_S: Final = 5.0
 
 
