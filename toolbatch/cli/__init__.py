@@ -22,6 +22,6 @@ def _import_structlog_without_rich() -> None:
 
 _import_structlog_without_rich()
 
-from toolbatch.cli._main import main  # noqa: E402
+from toolbatch.cli._main import console_main as console_main, main  # noqa: E402
 
 __all__ = ["main"]

@@ -1,7 +1,5 @@
 """``python -m toolbatch.cli``: the same command as the ``toolbatch`` script."""
 
-import sys
+from toolbatch.cli._main import console_main
 
-from toolbatch.cli._main import main
-
-sys.exit(main())
+console_main()
