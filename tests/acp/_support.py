@@ -34,9 +34,6 @@ WAIT_S = 30.0
 POLL_S = 0.02
 _AGENT_NUMBERS = itertools.count(1)
 
-_MAIN = "import sys; from toolbatch.cli import main; sys.exit(main(['acp', *sys.argv[1:]]))"
-
-
 def agent_command(*flags: str) -> list[str]:
     """``toolbatch --log-level info acp <flags>``: the agent as an editor starts it."""
     cli = Path(sys.executable).with_name("toolbatch")
