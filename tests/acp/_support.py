@@ -34,6 +34,7 @@ WAIT_S = 30.0
 POLL_S = 0.02
 _AGENT_NUMBERS = itertools.count(1)
 
+
 def agent_command(*flags: str) -> list[str]:
     """``toolbatch --log-level info acp <flags>``: the agent as an editor starts it."""
     cli = Path(sys.executable).with_name("toolbatch")
