@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import structlog
@@ -170,9 +170,7 @@ async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | Non
         # ``AsyncFileIO``) goes on to finish it (name, fsync, rename, publish). The part is
         # not a ``BinaryIO`` and takes ASCII text as well as bytes: it encodes in that thread
         # (on the event loop, 100 encodes of 1 MB cost a fifth of the throughput).
-        finish = _ThenFinish(
-            tracker, len(job.content), functools.partial(_finish, store, directory, job, attempt)
-        )
+        finish = _ThenFinish(tracker, functools.partial(_finish, store, directory, job, attempt))
         part = AsyncFileIO(_Part(directory, job, attempt), None, finish)  # type: ignore[arg-type]
         await part.write(job.content)  # type: ignore[arg-type]
         assert finish.done
@@ -185,14 +183,12 @@ async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | Non
 
 
 class _ThenFinish(concurrent.futures.Executor):
-    """The executor of a part's ``aiofiles`` write: the thread whose write takes the last
-    byte goes on to ``finish`` it (name, fsync, rename, publish) before that write returns,
-    with no hop back to the event loop in between. Writes come one at a time (each is
-    awaited), so the count needs no lock."""
+    """The executor of a part's one ``aiofiles`` write (``_Part.write`` writes every byte or
+    raises): the thread that ran it goes on to ``finish`` the part (name, fsync, rename,
+    publish) before the write returns, with no hop back to the event loop in between."""
 
-    def __init__(self, tracker: Tracker, size: int, finish: Callable[[], Path | None]) -> None:
+    def __init__(self, tracker: Tracker, finish: Callable[[], Path | None]) -> None:
         self._tracker = tracker
-        self._left = size
         self._finish = finish
         self.done = False
         self.path: Path | None = None
@@ -202,10 +198,8 @@ class _ThenFinish(concurrent.futures.Executor):
     ) -> concurrent.futures.Future[_T]:
         def write_then_finish() -> _T:
             written = fn(*args, **kwargs)
-            self._left -= cast(int, written)
-            if self._left <= 0:
-                self.path = self._finish()
-                self.done = True
+            self.path = self._finish()
+            self.done = True
             return written
 
         return self._tracker.submit(write_then_finish)

@@ -117,7 +117,7 @@ def console_main(argv: Sequence[str] | None = None) -> NoReturn:
     (``atexit``: telemetry's last export, the sandbox's reaper, temporary directories) and
     the standard streams are flushed; every file the command writes for the user is closed
     before :func:`main` returns. What is skipped is clearing every module and collecting
-    what the imported SDKs built: 0.1 s of CPU and of wall time after a plain ``toolbatch
+    what the imported SDKs built: 0.05-0.1 s of CPU and of wall time after a plain ``toolbatch
     run``, 0.2 s after one with MCP servers. An exception ends the process the usual way.
     """
     code = main(argv)
