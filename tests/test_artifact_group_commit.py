@@ -4,6 +4,7 @@ Writeback of a file's data is started as soon as it is written, before its fsync
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -171,3 +172,94 @@ async def test_a_streamed_artifact_is_durable_before_commit_returns(
         path = await stream.commit()
     calls.note("returned", path)
     calls.assert_durable_when_returned(path, root)
+
+
+class _SlowDirectory(ArtifactStore):
+    """A store whose directory fsyncs take ``delay_s`` (or fail, or hang until released),
+    recording the order of its data and directory fsyncs."""
+
+    def __init__(self, root: Path, *, delay_s: float = 0.0, fail: bool = False) -> None:
+        self.events: list[str] = []
+        self.delay_s = delay_s
+        self.fail = fail
+        self.released = threading.Event()
+        self.released.set()
+        super().__init__(root, fallback_dir=root.parent / "fallback")
+
+    def sync_file(self, fd: int) -> None:
+        super().sync_file(fd)
+        self.events.append("file")
+
+    def sync_directory(self, directory: Path) -> None:
+        if directory != self.root:
+            super().sync_directory(directory)
+            return
+        self.events.append("dir-start")
+        self.released.wait()
+        threading.Event().wait(self.delay_s)
+        if self.fail:
+            raise OSError(errno.EIO, "Input/output error", str(directory))
+        super().sync_directory(directory)
+        self.events.append("dir-end")
+
+
+async def test_a_slow_directory_fsync_does_not_hold_the_passes_writes(tmp_path: Path) -> None:
+    """With one write at a time and a directory fsync of 0.5 s, the next files are written
+    while it runs: four files need two directory fsyncs, not four, and each path is still
+    returned only after one that covers its rename."""
+    store = _SlowDirectory(tmp_path / "store", delay_s=0.5)
+    batch = [
+        ToolCallResponse.from_result(
+            ToolCall(id=f"call-{i}", name="run_shell_command"),
+            ToolResult(content=f"{i} " + "output line\n" * 2_000),
+        )
+        for i in range(4)
+    ]
+    out = await finalize_tool_responses(batch, budget=2_000, store=store, persist_concurrency=1)
+    assert all(response.persisted_output_files for response in out)
+    assert store.events.count("file") == 4
+    assert store.events.count("dir-start") == 2, store.events
+    assert store.events[-1] == "dir-end"
+    # The second, third and fourth files were written during the first directory fsync.
+    first_end = store.events.index("dir-end")
+    assert store.events[:first_end].count("file") == 4, store.events
+
+
+async def test_a_failed_directory_fsync_hands_out_no_path_and_the_fallback_is_used(
+    tmp_path: Path,
+) -> None:
+    """Every persist whose rename the failed fsync covered gets the error: its file is
+    removed from the root, and it is written to the fallback directory instead."""
+    store = _SlowDirectory(tmp_path / "store", delay_s=0.1, fail=True)
+    texts = {f"c{i}": f"output {i}\n" * 3_000 for i in range(5)}
+    paths: dict[str, Path] = {}
+
+    async def one(call_id: str) -> None:
+        paths[call_id] = await store.persist(call_id, "t", texts[call_id])
+
+    async with anyio.create_task_group() as group:
+        for call_id in texts:
+            group.start_soon(one, call_id)
+    assert {path.parent for path in paths.values()} == {store.fallback_dir}
+    assert {call_id: path.read_text() for call_id, path in paths.items()} == texts
+    assert [p.name for p in store.root.iterdir()] == []
+
+
+async def test_a_persist_cancelled_while_its_rename_waits_is_removed_at_once(
+    tmp_path: Path,
+) -> None:
+    """A directory fsync that hangs: the caller's deadline returns no path, and the file it
+    had renamed into place is removed (in a worker thread) while the fsync still hangs;
+    its reserved bytes are given back."""
+    store = _SlowDirectory(tmp_path / "store")
+    store.released.clear()
+    try:
+        with anyio.move_on_after(0.5) as scope:
+            await store.persist("c", "t", "waiting for the directory\n" * 1_000)
+        assert scope.cancelled_caught
+        with anyio.fail_after(10):
+            while list(store.root.iterdir()) or store.bytes_used:  # noqa: ASYNC110  (a thread)
+                await anyio.sleep(0.02)
+        assert store.events == ["file", "dir-start"]
+    finally:
+        store.released.set()

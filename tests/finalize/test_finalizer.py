@@ -6,6 +6,8 @@ import copy
 import math
 import os
 import pickle
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -404,19 +406,24 @@ async def test_content_length_is_recomputed_from_the_returned_parts() -> None:
 
 
 async def test_persistence_runs_with_bounded_concurrency(tmp_path: Path) -> None:
-    """At most persist_concurrency writes are in flight, and all of them complete."""
+    """At most persist_concurrency files are being written at once (a file that only waits
+    for its directory fsync has freed its slot), and all of them complete."""
     in_flight = 0
     peak = 0
+    counting = threading.Lock()
 
     class CountingStore(ArtifactStore):
-        async def persist(self, call_id: str, tool_name: str, text: str) -> Path:
+        def sync_file(self, fd: int) -> None:  # in the worker thread writing the file
             nonlocal in_flight, peak
-            in_flight += 1
-            peak = max(peak, in_flight)
+            with counting:
+                in_flight += 1
+                peak = max(peak, in_flight)
             try:
-                return await super().persist(call_id, tool_name, text)
+                time.sleep(0.05)
+                super().sync_file(fd)
             finally:
-                in_flight -= 1
+                with counting:
+                    in_flight -= 1
 
     store = CountingStore(tmp_path)
     batch = [response(f"c{i}", f"{i}" * 10_000) for i in range(12)]

@@ -2,7 +2,8 @@
 
 ``ArtifactStore`` persists a call's complete output once (durably: data fsync, rename,
 directory fsync) and streams a command's output into one file; ``persist_within`` and
-``commit_within`` wait for it no later than a deadline; the artifact home
+``commit_within`` wait for it no later than a deadline; ``WriteSlot`` is one of a pass's
+concurrent writes, freed as soon as its file is renamed into place; the artifact home
 (``artifact_session``, ``list_sessions``, ``remove_sessions``) is where sessions live.
 """
 
@@ -28,9 +29,11 @@ from toolbatch.artifacts._store import (
     ArtifactStream as ArtifactStream,
     safe_name_component as safe_name_component,
 )
+from toolbatch.artifacts._workers import WriteSlot
 
 __all__ = [
     "ArtifactStore",
+    "WriteSlot",
     "commit_within",
     "persist_within",
 ]

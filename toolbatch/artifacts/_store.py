@@ -307,10 +307,20 @@ class ArtifactStore:
     def _sync_dir(self, directory: Path) -> None:
         """In a worker thread: return once a directory ``fsync`` that started after this
         call has finished (shared by concurrent writers: ``DirSync``)."""
+        self._group(directory).wait_durable(functools.partial(self.sync_directory, directory))
+
+    async def _durable(self, final: Path) -> None:
+        """On the event loop, once ``final`` is renamed into place: return once a directory
+        fsync that started after this call has finished, holding no thread meanwhile (shared
+        by concurrent writers: ``DirSync.durable``). Raises ``OSError`` if it failed."""
+        directory = final.parent
+        await self._group(directory).durable(functools.partial(self.sync_directory, directory))
+
+    def _group(self, directory: Path) -> DirSync:
         state = self._dir_syncs.get(directory)
         if state is None:
             state = self._dir_syncs.setdefault(directory, DirSync())
-        state.wait_durable(functools.partial(self.sync_directory, directory))
+        return state
 
     # -- streaming ------------------------------------------------------------------------
 

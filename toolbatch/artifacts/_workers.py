@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import queue
 import threading
@@ -19,9 +20,10 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import aiofiles.os
+import anyio
 import structlog
 
-__all__ = ["POOL", "POOL_THREADS", "Tracker", "hop", "on_loop"]
+__all__ = ["POOL", "POOL_THREADS", "Tracker", "WriteSlot", "hop", "on_loop", "write_slot"]
 
 log = structlog.get_logger("toolbatch.artifacts")
 
@@ -113,13 +115,17 @@ class Tracker(concurrent.futures.Executor):
         for work in after:
             _run_logged(work)
 
-    def after_idle(self, work: Callable[[], None]) -> None:
+    def after_idle(self, work: Callable[[], None], *, in_thread: bool = False) -> None:
         """Run ``work`` once nothing of this writer is in flight: now, in this thread, when
-        nothing is (a close and an unlink), else in the thread that finishes last."""
+        nothing is (a close and an unlink), or in a pool thread if ``in_thread``; else in
+        the thread that finishes last."""
         with self._lock:
             if self._running:
                 self._after.append(work)
                 return
+        if in_thread:
+            POOL.submit(_run_logged, work)
+            return
         _run_logged(work)
 
 
@@ -140,3 +146,49 @@ async def hop(tracker: concurrent.futures.Executor, work: Callable[..., _T], *ar
     """``work(*args)`` on the store's threads through ``aiofiles.os.wrap``."""
     result: _T = await aiofiles.os.wrap(work)(*args, executor=tracker)
     return result
+
+
+class WriteSlot:
+    """One of a persistence pass's concurrent writes, held while a one-shot write uses the
+    disk and given back as soon as its file is renamed into place: the wait for the
+    directory fsync that makes the rename durable holds neither the slot nor a thread, so
+    the pass's next file is written meanwhile.
+
+    ``async with WriteSlot(limiter):`` around ``persist``; the store finds it through
+    ``write_slot()`` (a context variable: the slot belongs to the task that holds it).
+    """
+
+    __slots__ = ("_held", "_limiter", "_token")
+
+    def __init__(self, limiter: anyio.CapacityLimiter) -> None:
+        self._limiter = limiter
+        self._held = False
+        self._token: contextvars.Token[WriteSlot | None] | None = None
+
+    async def __aenter__(self) -> WriteSlot:
+        await self._limiter.acquire_on_behalf_of(self)
+        self._held = True
+        self._token = _SLOT.set(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _SLOT.reset(self._token)
+            self._token = None
+        self.give_back()
+
+    def give_back(self) -> None:
+        """Free the slot now (on its event loop); leaving the block then frees nothing."""
+        if self._held:
+            self._held = False
+            self._limiter.release_on_behalf_of(self)
+
+
+_SLOT: contextvars.ContextVar[WriteSlot | None] = contextvars.ContextVar(
+    "toolbatch_write_slot", default=None
+)
+
+
+def write_slot() -> WriteSlot | None:
+    """The write slot the current task holds, if any."""
+    return _SLOT.get()

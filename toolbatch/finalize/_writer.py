@@ -10,7 +10,7 @@ import anyio
 import structlog
 
 from toolbatch._core import ToolCallResponse
-from toolbatch.artifacts import ArtifactStore
+from toolbatch.artifacts import ArtifactStore, WriteSlot
 
 log = structlog.get_logger("toolbatch.finalize")
 
@@ -62,7 +62,7 @@ class Writer:
 
         async def one(key: object, job: tuple[str, str, str | bytes, str]) -> None:
             call_id, tool, content, suffix = job
-            async with limiter:
+            async with WriteSlot(limiter):  # freed once the file is renamed into place
                 try:
                     if isinstance(content, bytes):
                         path = await store.persist_bytes(call_id, tool, content, suffix=suffix)
