@@ -371,6 +371,31 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
                 asyncio.run(run(pool))
                 return time.perf_counter() - started
 
+        def floor_aiofiles_per_path() -> float:
+            # The least code with the store's structure and guarantees: asyncio, one
+            # aiofiles write a file (encode, create, write, name, fsync, rename), then its
+            # slot is freed and it waits on the loop for a shared directory fsync that
+            # started after its rename, as the store's one-shot write does.
+            directory = _fresh_dir(root, "aiofiles-per-path")
+            renames = DirSync()
+            sync = functools.partial(fsync_dir, directory)
+
+            async def run(pool: ThreadPoolExecutor) -> None:
+                limit = asyncio.Semaphore(8)
+
+                async def one(i: int) -> None:
+                    async with limit:
+                        part = AsyncFileIO(LazyPart(directory, i), None, pool)
+                        await part.write(texts[i])
+                    await renames.durable(sync)
+
+                await asyncio.gather(*(one(i) for i in range(count)))
+
+            with ThreadPoolExecutor(8) as pool:
+                started = time.perf_counter()
+                asyncio.run(run(pool))
+                return time.perf_counter() - started
+
         def ours(concurrency: int) -> float:
             store = ArtifactStore(_fresh_dir(root, "store"))
             elapsed = _time_finalize(batch, store=store, persist_concurrency=concurrency)
@@ -401,6 +426,7 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
             "floor_threads": floor_threads,
             "floor_per_path": floor_per_path,
             "floor_aiofiles": floor_aiofiles,
+            "floor_aiofiles_per_path": floor_aiofiles_per_path,
         }
         times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(repeats):
@@ -414,6 +440,7 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
         dd_s, loop_s = medians["dd"], medians["loop"]
         threads_s, aiofiles_s = medians["floor_threads"], medians["floor_aiofiles"]
         per_path_s = medians["floor_per_path"]
+        aiofiles_per_path_s = medians["floor_aiofiles_per_path"]
 
     def mbps(seconds: float) -> float:
         return total_mb / seconds
@@ -512,6 +539,16 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
             baseline_value=dd_mbps,
             ratio=mbps(aiofiles_s) / dd_mbps,
             target="diagnostic (the floor under issue 29's aiofiles requirement)",
+        ),
+        Row(
+            area=AREA,
+            name="(c) diagnostic: the store's floor: asyncio, aiofiles, each path durable",
+            value=mbps(aiofiles_per_path_s),
+            unit="MB/s",
+            baseline=f"write, fsync, rename per file, one dir fsync{where}",
+            baseline_value=mbps(loop_s),
+            ratio=loop_s / aiofiles_per_path_s,
+            target="diagnostic (issue 29's aiofiles and per-path durability, no other check)",
         ),
     ]
 

@@ -53,6 +53,20 @@ async def test_files_are_0600_inside_a_0700_directory(tmp_path: Path) -> None:
     assert _mode(path) == 0o600
 
 
+async def test_an_artifact_is_0600_under_a_umask_that_takes_the_owners_write_bit(
+    tmp_path: Path,
+) -> None:
+    """A umask of 0277 would leave a new file read-only: the artifact is still 0600."""
+    store = ArtifactStore(tmp_path / "artifacts")
+    old = os.umask(0o277)
+    try:
+        path = await store.persist("c", "t", "kept whatever the umask")
+    finally:
+        os.umask(old)
+    assert _mode(path) == 0o600
+    assert path.read_text() == "kept whatever the umask"
+
+
 async def test_same_content_for_same_call_is_written_once(tmp_path: Path) -> None:
     """Persisting identical content for a call again returns the same path, no new write."""
     store = ArtifactStore(tmp_path)

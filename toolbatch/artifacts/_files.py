@@ -180,14 +180,16 @@ def open_temp(directory: Path) -> tuple[int, str]:
         except FileExistsError:
             continue
         fcntl.flock(fd, fcntl.LOCK_EX)
+        info = os.fstat(fd)
         try:
-            still_ours = os.lstat(tmp).st_ino == os.fstat(fd).st_ino
+            still_ours = os.lstat(tmp).st_ino == info.st_ino
         except FileNotFoundError:
             still_ours = False
         if still_ours:
             break
         os.close(fd)
-    os.fchmod(fd, 0o600)
+    if stat.S_IMODE(info.st_mode) != 0o600:  # a umask took bits the user needs to read it
+        os.fchmod(fd, 0o600)
     return fd, tmp
 
 
