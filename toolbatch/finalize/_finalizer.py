@@ -109,7 +109,8 @@ async def finalize_tool_responses(
             of lifecycle tools sits outside it).
         store: where complete output and media are persisted; ``None`` persists nothing.
         lifecycle_tools: tools whose successful output is kept inline, unbudgeted.
-        persist_concurrency: how many files are written at once.
+        persist_concurrency: how many files are written at once (a file renamed into
+            place frees its slot while it waits for the directory fsync).
         persist_timeout_s: how long the pass may spend persisting.
         media_part_bytes: the largest media part kept inline.
 
