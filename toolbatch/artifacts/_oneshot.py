@@ -157,7 +157,7 @@ async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | Non
     persist is writing the same name (``job.busy``). The bytes go through ``aiofiles``
     (``AsyncFileIO`` on the temp part); the data is fsynced before the rename, and a
     directory fsync that started after the rename has finished before this returns
-    (``ArtifactStore._publish``), so the path is durable before anyone is given it.
+    (``ArtifactStore._durable``), so the path is durable before anyone is given it.
     Cancelled, it returns at once and leaves the rest to ``_clean_up``.
     """
     tracker = Tracker()
@@ -170,7 +170,7 @@ async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | Non
             if found is not None or job.busy is not None:
                 return found
         # One hop: the thread that writes the part through ``aiofiles`` (its file object,
-        # ``AsyncFileIO``) goes on to finish it (name, fsync, rename, publish). The part is
+        # ``AsyncFileIO``) goes on to finish it (name, claim, fsync, rename). The part is
         # not a ``BinaryIO`` and takes ASCII text as well as bytes: it encodes in that thread
         # (on the event loop, 100 encodes of 1 MB cost a fifth of the throughput).
         slot = write_slot()
@@ -203,8 +203,8 @@ async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | Non
 
 class _ThenFinish(concurrent.futures.Executor):
     """The executor of a part's one ``aiofiles`` write (``_Part.write`` writes every byte or
-    raises): the thread that ran it goes on to ``finish`` the part (name, fsync, rename,
-    publish) before the write returns, with no hop back to the event loop in between."""
+    raises): the thread that ran it goes on to ``finish`` the part (name, claim, fsync,
+    rename) before the write returns, with no hop back to the event loop in between."""
 
     def __init__(self, tracker: Tracker, finish: Callable[[], Path | None]) -> None:
         self._tracker = tracker
