@@ -13,9 +13,11 @@ its rename (shared with concurrent writers: ``DirSync.durable``). Only then is i
 returned.
 
 Measured on 100 files of 1 MB, eight at a time (issue 33), this costs 40 % less CPU than the
-five hops and SHA-256 naming it replaced; what it still spends beyond the least asyncio
-code with the same guarantees goes to the private-directory and lock checks, the reuse
-check and the shared directory fsyncs (see ``bench/bench_finalize.py`` (c)).
+five hops and SHA-256 naming it replaced. It reaches 75-90 % of the store's floor (a bench
+diagnostic: the least asyncio code with the same ``aiofiles`` write and per-path
+durability); the rest goes to the private-directory check, the part's lock and its check,
+and the reuse lookups, five system calls a file, each a GIL round trip for every writer
+thread (``bench/README.md``, issue 33).
 
 Cancelled, a write returns at once and its work is *abandoned*: when its thread returns
 (in a pool thread, if none was at work), the temp part is removed, and so is a file it had
