@@ -176,25 +176,35 @@ async def test_a_streamed_artifact_is_durable_before_commit_returns(
 
 class _SlowDirectory(ArtifactStore):
     """A store whose directory fsyncs take ``delay_s`` (or fail, or hang until released),
-    recording the order of its data and directory fsyncs."""
+    recording the order of its data and directory fsyncs. With ``hold_for_files``, the
+    first directory fsync also waits (10 s at most) until that many files are fsynced."""
 
-    def __init__(self, root: Path, *, delay_s: float = 0.0, fail: bool = False) -> None:
+    def __init__(
+        self, root: Path, *, delay_s: float = 0.0, fail: bool = False, hold_for_files: int = 0
+    ) -> None:
         self.events: list[str] = []
         self.delay_s = delay_s
         self.fail = fail
         self.released = threading.Event()
         self.released.set()
+        self._files = threading.Condition()
+        self._hold_for = hold_for_files
         super().__init__(root, fallback_dir=root.parent / "fallback")
 
     def sync_file(self, fd: int) -> None:
         super().sync_file(fd)
-        self.events.append("file")
+        with self._files:
+            self.events.append("file")
+            self._files.notify_all()
 
     def sync_directory(self, directory: Path) -> None:
         if directory != self.root:
             super().sync_directory(directory)
             return
         self.events.append("dir-start")
+        if self.events.count("dir-start") == 1:
+            with self._files:
+                self._files.wait_for(lambda: self.events.count("file") >= self._hold_for, 10)
         self.released.wait()
         threading.Event().wait(self.delay_s)
         if self.fail:
@@ -204,10 +214,10 @@ class _SlowDirectory(ArtifactStore):
 
 
 async def test_a_slow_directory_fsync_does_not_hold_the_passes_writes(tmp_path: Path) -> None:
-    """With one write at a time and a directory fsync of 0.5 s, the next files are written
-    while it runs: four files need two directory fsyncs, not four, and each path is still
-    returned only after one that covers its rename."""
-    store = _SlowDirectory(tmp_path / "store", delay_s=0.5)
+    """With one write at a time, the next files are written while the first file's
+    directory fsync runs (it waits for them: before, they waited for it, 10 s): four files
+    need fewer directory fsyncs than files, and the last rename is still covered by one."""
+    store = _SlowDirectory(tmp_path / "store", hold_for_files=4)
     batch = [
         ToolCallResponse.from_result(
             ToolCall(id=f"call-{i}", name="run_shell_command"),
@@ -218,11 +228,11 @@ async def test_a_slow_directory_fsync_does_not_hold_the_passes_writes(tmp_path: 
     out = await finalize_tool_responses(batch, budget=2_000, store=store, persist_concurrency=1)
     assert all(response.persisted_output_files for response in out)
     assert store.events.count("file") == 4
-    assert store.events.count("dir-start") == 2, store.events
-    assert store.events[-1] == "dir-end"
     # The second, third and fourth files were written during the first directory fsync.
     first_end = store.events.index("dir-end")
     assert store.events[:first_end].count("file") == 4, store.events
+    assert store.events.count("dir-start") < 4, store.events
+    assert store.events[-1] == "dir-end"
 
 
 async def test_a_failed_directory_fsync_hands_out_no_path_and_the_fallback_is_used(
