@@ -349,34 +349,13 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
                 publish_part(self.directory, self.i, fd, data)
                 return len(data)
 
-        def floor_aiofiles() -> float:
+        def floor_aiofiles(*, per_path: bool) -> float:
             # The same with asyncio and the bytes through aiofiles, as the store must: one
             # aiofiles write a file, whose thread encodes, creates, writes, names, fsyncs
-            # and renames it.
-            directory = _fresh_dir(root, "aiofiles")
-
-            async def run(pool: ThreadPoolExecutor) -> None:
-                limit = asyncio.Semaphore(8)
-
-                async def one(i: int) -> None:
-                    async with limit:
-                        part = AsyncFileIO(LazyPart(directory, i), None, pool)
-                        await part.write(texts[i])
-
-                await asyncio.gather(*(one(i) for i in range(count)))
-                await asyncio.get_running_loop().run_in_executor(pool, fsync_dir, directory)
-
-            with ThreadPoolExecutor(8) as pool:
-                started = time.perf_counter()
-                asyncio.run(run(pool))
-                return time.perf_counter() - started
-
-        def floor_aiofiles_per_path() -> float:
-            # The least code with the store's structure and guarantees: asyncio, one
-            # aiofiles write a file (encode, create, write, name, fsync, rename), then its
-            # slot is freed and it waits on the loop for a shared directory fsync that
-            # started after its rename, as the store's one-shot write does.
-            directory = _fresh_dir(root, "aiofiles-per-path")
+            # and renames it. Then one directory fsync at the batch's end, or, per path (the
+            # store's floor), the file's slot is freed and it waits on the loop for a shared
+            # directory fsync that started after its rename, as the store's one-shot write.
+            directory = _fresh_dir(root, "aiofiles-per-path" if per_path else "aiofiles")
             renames = DirSync()
             sync = functools.partial(fsync_dir, directory)
 
@@ -387,9 +366,12 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
                     async with limit:
                         part = AsyncFileIO(LazyPart(directory, i), None, pool)
                         await part.write(texts[i])
-                    await renames.durable(sync)
+                    if per_path:
+                        await renames.durable(sync)
 
                 await asyncio.gather(*(one(i) for i in range(count)))
+                if not per_path:
+                    await asyncio.get_running_loop().run_in_executor(pool, sync)
 
             with ThreadPoolExecutor(8) as pool:
                 started = time.perf_counter()
@@ -425,8 +407,8 @@ def _persistence_rows(quick: bool, *, scratch_parent: str | None) -> list[Row]:
             "no_fsync": ours_without_fsync,
             "floor_threads": floor_threads,
             "floor_per_path": floor_per_path,
-            "floor_aiofiles": floor_aiofiles,
-            "floor_aiofiles_per_path": floor_aiofiles_per_path,
+            "floor_aiofiles": functools.partial(floor_aiofiles, per_path=False),
+            "floor_aiofiles_per_path": functools.partial(floor_aiofiles, per_path=True),
         }
         times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(repeats):
