@@ -19,12 +19,16 @@ from toolbatch.finalize import finalize_tool_responses
 
 
 class _Syscalls:
-    """Records the real fsync and rename calls (they still run) in the order they happen."""
+    """Records the real fsync and rename calls (they still run) in the order they happen.
+
+    An unnamed part given its final name (``linkat`` from ``/proc/self/fd``) counts as a
+    rename from what ``/proc`` calls it (``<dir>/#<inode> (deleted)``, as its fsync saw it).
+    """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[tuple[str, str]] = []
         self._lock = threading.Lock()
-        real_fsync, real_replace = os.fsync, os.replace
+        real_fsync, real_replace, real_link = os.fsync, os.replace, os.link
 
         def fsync(fd: int) -> None:
             info = os.fstat(fd)
@@ -39,8 +43,15 @@ class _Syscalls:
             with self._lock:
                 self.events.append(("rename", f"{src} -> {os.fspath(dst)}"))
 
+        def link(src: str, dst: str | os.PathLike[str], **options: object) -> None:
+            source = os.readlink(src) if src.startswith("/proc/self/fd/") else src
+            real_link(src, dst, **options)  # type: ignore[arg-type]
+            with self._lock:
+                self.events.append(("rename", f"{source} -> {os.fspath(dst)}"))
+
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "replace", replace)
+        monkeypatch.setattr(os, "link", link)
         real_start = toolbatch.artifacts._files.start_writeback
         if real_start is not None:
 

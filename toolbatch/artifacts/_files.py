@@ -4,6 +4,12 @@ Everything here blocks and runs in the store's worker threads. A writer's temp p
 (``.tmp-*.part``) is created in a private directory (``check_private_dir``) and held under
 an exclusive ``flock`` until it is published or removed, so that a store opening the
 directory removes the parts of dead writers only (``sweep_stale_parts``).
+
+A one-shot write's part has no name at all where Linux allows (``open_unnamed``: an
+``O_TMPFILE`` file, published by ``link_unnamed`` through ``/proc/self/fd``). Nobody can
+open, replace or sweep it, a writer that dies leaves nothing behind, and a name already
+taken shows up as ``EEXIST`` when it is published, so none of the named part's lock, its
+check or a lookup of the name is needed: four system calls a file fewer (issue 33).
 """
 
 from __future__ import annotations
@@ -34,7 +40,10 @@ __all__ = [
     "existing_size",
     "fsync_dir",
     "holds",
+    "link_unnamed",
+    "name_unnamed",
     "open_temp",
+    "open_unnamed",
     "rename_into_place",
     "start_writeback",
     "sweep_stale_parts",
@@ -51,6 +60,13 @@ TEMP_SUFFIX: Final = ".part"
 
 _SYNC_FILE_RANGE_WRITE: Final = 2
 _CREATE_FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_TMPFILE: Final = getattr(os, "O_TMPFILE", 0)
+_UNNAMED_FLAGS: Final = _TMPFILE | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+_CAN_LINK_UNNAMED: Final = bool(_TMPFILE) and os.path.isdir("/proc/self/fd")
+"""An unnamed part can be given a name later only through ``/proc`` (``linkat`` with
+``AT_EMPTY_PATH`` needs ``CAP_DAC_READ_SEARCH``); without it the parts are named."""
+_NO_UNNAMED: set[str] = set()
+"""Directories whose file system refused an ``O_TMPFILE`` part: named parts there."""
 _NAMES: Final = random.Random()
 """Temp part names (unpredictability is not needed: ``O_EXCL`` in a private directory)."""
 
@@ -191,6 +207,53 @@ def open_temp(directory: Path) -> tuple[int, str]:
     if stat.S_IMODE(info.st_mode) != 0o600:  # a umask took bits the user needs to read it
         os.fchmod(fd, 0o600)
     return fd, tmp
+
+
+def open_unnamed(directory: Path) -> int | None:
+    """A new unnamed part (``O_TMPFILE``, mode 0600) in ``directory``, or ``None`` where
+    the kernel, the file system or a missing ``/proc`` allows none (make a named part with
+    ``open_temp`` then). It vanishes when closed unless ``link_unnamed`` named it."""
+    key = os.fspath(directory)
+    if not _CAN_LINK_UNNAMED or key in _NO_UNNAMED:
+        return None
+    ensure_dir(directory)
+    try:
+        fd = os.open(directory, _UNNAMED_FLAGS, 0o600)
+    except OSError as exc:
+        # EOPNOTSUPP: a file system without it; EISDIR: a kernel without O_TMPFILE.
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+        _NO_UNNAMED.add(key)
+        return None
+    if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:  # a umask took bits the user needs
+        os.fchmod(fd, 0o600)
+    return fd
+
+
+def link_unnamed(fd: int, final: Path) -> bool:
+    """Give the unnamed part ``fd`` the name ``final``; ``False`` if that name is taken.
+
+    A symlink or anything else already at ``final`` is left as it is, never followed:
+    the caller decides whether it is the same artifact (reuse) or must be replaced
+    (``name_unnamed``, then ``rename_into_place``).
+    """
+    # os.link calls linkat(2) with AT_SYMLINK_FOLLOW only when given a dir fd; an absolute
+    # source ignores it. Following /proc/self/fd/N names the open file itself.
+    try:
+        os.link(f"/proc/self/fd/{fd}", final, src_dir_fd=fd, follow_symlinks=True)
+    except FileExistsError:
+        return False
+    return True
+
+
+def name_unnamed(fd: int, directory: Path) -> str:
+    """Give the unnamed part ``fd`` a temp part's name in ``directory`` (locked first, so a
+    sweep leaves it alone), to be renamed over a file that holds its final name."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    while True:
+        tmp = os.path.join(directory, f"{TEMP_PREFIX}{_NAMES.getrandbits(64):016x}{TEMP_SUFFIX}")
+        if link_unnamed(fd, Path(tmp)):
+            return tmp
 
 
 def sweep_stale_parts(directory: Path) -> int:

@@ -43,7 +43,15 @@ import structlog
 from aiofiles.threadpool.binary import AsyncFileIO
 
 from toolbatch.artifacts import _files
-from toolbatch.artifacts._files import open_temp, rename_into_place, unlink_quietly
+from toolbatch.artifacts._files import (
+    holds,
+    link_unnamed,
+    name_unnamed,
+    open_temp,
+    open_unnamed,
+    rename_into_place,
+    unlink_quietly,
+)
 from toolbatch.artifacts._naming import digest_prefix
 from toolbatch.artifacts._workers import Tracker, hop, on_loop, write_slot
 from toolbatch.errors import ArtifactWriteError
@@ -110,7 +118,9 @@ class _Part:
             return 0
         if isinstance(content, str):
             content = job.content = content.encode("ascii")
-        attempt.fd, attempt.tmp = open_temp(self._directory)
+        attempt.fd = open_unnamed(self._directory)
+        if attempt.fd is None:  # no O_TMPFILE here: a named, locked part
+            attempt.fd, attempt.tmp = open_temp(self._directory)
         raw = io.FileIO(attempt.fd, "wb", closefd=False)
         view = memoryview(content)
         while view:  # a regular file takes the whole buffer; the loop is for a short write
@@ -238,24 +248,34 @@ def _finish(store: ArtifactStore, directory: Path, job: OneShot, attempt: _Attem
     data = job.content
     assert isinstance(data, bytes)
     assert attempt.fd is not None
-    assert attempt.tmp is not None
     fd = attempt.fd
     try:
         if _files.start_writeback is not None:
             _files.start_writeback(fd)
+        unnamed = attempt.tmp is None
         if job.name is None:
             hasher = digest_prefix(job.call_id)
             hasher.update(data)  # XXH3 releases the GIL, and is done in about 50 µs a MB
             job.name = store.artifact_name(
                 job.call_id, job.tool_name, hasher.hexdigest(), job.suffix
             )
-            found = _claim(store, job, data)
+            # An unnamed part finds an artifact in its own directory when it is named
+            # (EEXIST): only one that may be elsewhere is looked for now.
+            look = not unnamed or directory != store.root or store._maybe_in_fallback(job.name)
+            found = _claim(store, job, data, look=look)
             if found is not None or job.busy is not None:
                 return found
         store.sync_file(fd)
         final = directory / job.name
-        rename_into_place(attempt.tmp, final)  # still open, so still locked
-        attempt.tmp = None
+        if unnamed and not link_unnamed(fd, final):  # the name is taken
+            if holds(directory, final, len(data), data):  # by the same artifact: reused
+                job.reused = True
+                return final
+            # By something else (a planted file, a symlink): it is replaced.
+            attempt.tmp = name_unnamed(fd, directory)
+        if attempt.tmp is not None:
+            rename_into_place(attempt.tmp, final)  # still open, so still locked
+            attempt.tmp = None
     finally:
         attempt.fd = None
         os.close(fd)
@@ -297,14 +317,14 @@ def _clean_up(
     on_loop(loop, functools.partial(settle, store, job, released=len(job.content)))
 
 
-def _claim(store: ArtifactStore, job: OneShot, data: bytes) -> Path | None:
+def _claim(store: ArtifactStore, job: OneShot, data: bytes, *, look: bool = True) -> Path | None:
     """Claim ``job.name``, unless another persist holds it (then ``job.busy`` is set);
-    an artifact already holding ``data`` under that name is returned (reused)."""
+    an artifact already holding ``data`` under that name is returned (reused), if ``look``."""
     assert job.name is not None
     holder = store._inflight.setdefault(job.name, job.claim)
     if holder is not job.claim:
         job.busy = holder
         return None
-    existing = store._find_existing(job.name, len(data), data)
+    existing = store._find_existing(job.name, len(data), data) if look else None
     job.reused = existing is not None
     return existing

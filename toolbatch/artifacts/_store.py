@@ -133,6 +133,8 @@ class ArtifactStore:
         self._inflight: dict[str, anyio.Event] = {}
         self._written: list[Path] = []
         self._dir_syncs: dict[Path, DirSync] = {}
+        self._fallback_names: set[str] = set()
+        """The files in the fallback directory that a persist may find (``_maybe_in_fallback``)."""
         try:
             ensure_dir(self.root)
         except OSError as exc:
@@ -153,6 +155,8 @@ class ArtifactStore:
             )
             return
         sweep_stale_parts(self.fallback_dir)
+        with contextlib.suppress(OSError):
+            self._fallback_names.update(os.listdir(self.fallback_dir))
 
     @property
     def bytes_used(self) -> int:
@@ -193,6 +197,20 @@ class ArtifactStore:
 
     def _release(self, nbytes: int) -> None:
         self._used = max(0, self._used - nbytes)
+
+    def _record(self, path: Path) -> None:
+        """On the event loop: ``path`` was published by this store."""
+        self._written.append(path)
+        if path.parent == self.fallback_dir:
+            self._fallback_names.add(path.name)
+
+    def _maybe_in_fallback(self, name: str) -> bool:
+        """Whether an artifact ``name`` may be in the fallback directory: it was there when
+        this store opened, or this store wrote it there since. A one-shot write in the root
+        looks there only then; the root itself it finds when it names its part (EEXIST).
+        Another process's fallback write made after this store opened is not seen: the
+        same output persisted again there is written once more, never lost."""
+        return name in self._fallback_names
 
     def _find_existing(self, name: str, size: int, content: bytes | int) -> Path | None:
         """An artifact already holding ``content`` (bytes, or an open file's) at ``name``.
@@ -267,7 +285,7 @@ class ArtifactStore:
             if not job.abandoned:  # an abandoned job is settled by its cleanup
                 settle(self, job, released=0 if published else size)
         if published:
-            self._written.append(path)
+            self._record(path)
             log.debug("artifacts.persisted", path=str(path), bytes=size, call_id=call_id)
         else:
             log.debug("artifacts.reused", path=str(path), bytes=size)

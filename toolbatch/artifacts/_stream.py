@@ -419,7 +419,7 @@ class ArtifactStream:
         if reused:
             self.store._release(self._reserved)
         else:
-            self.store._written.append(path)
+            self.store._record(path)
         self._reserved = 0
         log.debug("artifacts.streamed", path=str(path), kept=self.bytes_kept, reused=reused)
         return path
