@@ -191,3 +191,41 @@ def test_parts_in_a_directory_that_is_not_private_are_not_touched(tmp_path: Path
     (root / ".tmp-someone.part").write_bytes(b"theirs")
     ArtifactStore(root, fallback_dir=tmp_path / "fallback")
     assert _parts(root) == [".tmp-someone.part"]
+
+
+_ONE_SHOT_WRITER = """
+import sys, anyio
+import toolbatch
+from toolbatch.testing import SlowDiskStore
+toolbatch.configure_logging("error")
+root, fifo = sys.argv[1:]
+class Told(SlowDiskStore):
+    def sync_file(self, fd):
+        with open(fifo, "w") as ready:  # its bytes are written: it waits for the disk
+            ready.write("ready\\n")
+        super().sync_file(fd)
+async def main():
+    await Told(root, hang=True).persist("c", "t", "x" * 3_000_000)
+anyio.run(main)
+"""
+
+
+def test_a_one_shot_writer_killed_mid_write_leaves_nothing(tmp_path: Path) -> None:
+    """A one-shot write's part has no name until it is durable: while its writer waits for
+    the disk nothing shows in the directory, and after a kill -9 nothing is left to sweep."""
+    root = tmp_path / "a"
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _ONE_SHOT_WRITER, str(root), str(fifo)], cwd=ROOT
+    )
+    try:
+        assert fifo.read_text() == "ready\n"  # 3 MB written, its fsync hangs
+        assert list(root.iterdir()) == []
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        assert list(root.iterdir()) == []
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()

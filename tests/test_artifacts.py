@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -438,3 +440,48 @@ def test_bad_caps_are_rejected_naming_the_option(tmp_path: Path, bad: object) ->
     """A non-positive or non-int cap is a clear error naming the option."""
     with pytest.raises(ConfigError, match="max_file_bytes"):
         ArtifactStore(tmp_path, max_file_bytes=bad)  # type: ignore[arg-type]
+
+
+async def test_a_file_system_without_unnamed_parts_gets_named_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where O_TMPFILE is refused (a file system without it), a one-shot write uses a
+    named, locked part: the artifact is the same and no part is left behind."""
+    from toolbatch.artifacts import _files
+
+    refused: list[str] = []
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, **options: Any) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            refused.append(os.fspath(path))
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported", os.fspath(path))
+        return real_open(path, flags, *args, **options)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(_files, "_NO_UNNAMED", set())
+    store = ArtifactStore(tmp_path / "a")
+    first = await store.persist("c1", "t", "one\n" * 50_000)
+    second = await store.persist("c2", "t", "two\n" * 50_000)
+    assert first.read_text() == "one\n" * 50_000
+    assert second.read_text() == "two\n" * 50_000
+    assert refused == [os.fspath(store.root)]  # asked once: the directory is remembered
+    assert sorted(p.name for p in store.root.iterdir()) == sorted([first.name, second.name])
+    assert _mode(first) == 0o600
+
+
+async def test_output_persisted_in_the_fallback_is_found_there_again(tmp_path: Path) -> None:
+    """Written to the fallback while the root was unusable, the same output for the same
+    call is found there again: by the store that wrote it, and by a store opened later
+    whose root works."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    fallback = tmp_path / "fallback"
+    broken = ArtifactStore(blocker / "artifacts", fallback_dir=fallback)
+    path = await broken.persist("c", "t", "kept once\n" * 10_000)
+    assert path.parent == fallback
+    assert await broken.persist("c", "t", "kept once\n" * 10_000) == path
+    later = ArtifactStore(tmp_path / "root", fallback_dir=fallback)
+    assert await later.persist("c", "t", "kept once\n" * 10_000) == path
+    assert later.written == ()
+    assert list(later.root.iterdir()) == []

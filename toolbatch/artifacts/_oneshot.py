@@ -5,19 +5,22 @@ A one-shot write is one hop to the store's threads. Its bytes are written throug
 and the thread that takes that call does the rest before it returns (``_ThenFinish``): text
 is encoded (ASCII), the temp part created and written, the disk told to start on the bytes
 (``sync_file_range`` where Linux has it), the digest that names the file computed, the name
-claimed, an identical artifact looked for (found: the temp file is dropped, the artifact is
-reused), the data fsynced and the file renamed into place. The thread is then free, and
-so is the write's slot in its persistence pass (``WriteSlot``): the pass's next file is
-written while this one waits, on the event loop, for a directory fsync that started after
-its rename (shared with concurrent writers: ``DirSync.durable``). Only then is its path
+claimed, the data fsynced and the file given its name. The part has no name until then
+(``O_TMPFILE``; ``_files.open_unnamed``): nobody can open or sweep it, a writer that dies
+leaves nothing, and an artifact already holding the name shows up when the part is named
+(``EEXIST``: the same bytes are reused, anything else is replaced), so the name needs no
+lookup first. Where the file system has no ``O_TMPFILE``, the part is a named, locked
+``.tmp-*.part`` looked up and renamed as before. The thread is then free, and so is the
+write's slot in its persistence pass (``WriteSlot``): the pass's next file is written
+while this one waits, on the event loop, for a directory fsync that started after it was
+named (shared with concurrent writers: ``DirSync.durable``). Only then is its path
 returned.
 
-Measured on 100 files of 1 MB, eight at a time (issue 33), this costs 40 % less CPU than the
-five hops and SHA-256 naming it replaced. It reaches 75-90 % of the store's floor (a bench
-diagnostic: the least asyncio code with the same ``aiofiles`` write and per-path
-durability); the rest goes to the private-directory check, the part's lock and its check,
-and the reuse lookups, five system calls a file, each a GIL round trip for every writer
-thread (``bench/README.md``, issue 33).
+Measured on 100 files of 1 MB, eight at a time (issue 33): an unnamed part makes 8 system
+calls a file where the named one made 12 (lock, sweep check, two lookups), and the write
+reaches the store's floor (a bench diagnostic: the least asyncio code with the same
+``aiofiles`` write and per-path durability) within the noise; each of those calls was a GIL
+round trip for every writer thread (``bench/README.md``, issue 33).
 
 Cancelled, a write returns at once and its work is *abandoned*: when its thread returns
 (in a pool thread, if none was at work), the temp part is removed, and so is a file it had

@@ -1,8 +1,9 @@
 """The artifact store: the one place that writes tool output to disk.
 
 Complete tool output is kept here so the model can be shown a bounded preview plus a path.
-Writes are atomic (a temp file in the same directory, fsync, rename, directory fsync; the
-directory fsync is shared by the renames of concurrent writes: group commit), files
+Writes are atomic (a temp file in the same directory, unnamed where Linux allows, fsync,
+then its name given, directory fsync; the directory fsync is shared by concurrent writes:
+group commit), files
 are mode 0600 in a 0700 directory, and a symlink planted at a destination is replaced, never
 followed. Names come from the call id made safe plus a digest of the call id and the content
 (``_naming``), so the same content for the same call is written once and two calls never
