@@ -485,3 +485,22 @@ async def test_output_persisted_in_the_fallback_is_found_there_again(tmp_path: P
     assert await later.persist("c", "t", "kept once\n" * 10_000) == path
     assert later.written == ()
     assert list(later.root.iterdir()) == []
+
+
+async def test_a_fallback_too_full_to_list_is_always_looked_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store keeps the fallback's names only up to a limit; past it, the fallback is
+    looked in for every write, and output already there is still found."""
+    from toolbatch.artifacts import _store
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    fallback = tmp_path / "fallback"
+    path = await ArtifactStore(blocker / "a", fallback_dir=fallback).persist("c", "t", "once")
+    for index in range(3):
+        (fallback / f"other-{index}.txt").write_text("other")
+    monkeypatch.setattr(_store, "FALLBACK_NAMES_KEPT", 2)
+    later = ArtifactStore(tmp_path / "root", fallback_dir=fallback)
+    assert await later.persist("c", "t", "once") == path
+    assert later.written == ()

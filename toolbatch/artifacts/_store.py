@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -81,6 +82,8 @@ thread that writes them (a one-shot write is one hop either way). Measured (issu
 100 texts of 1 MB persisted eight at a time, encoding on the loop holds back the next
 writes and costs about a fifth of the throughput."""
 CLEANUP_S: Final = 5.0
+FALLBACK_NAMES_KEPT: Final = 4096
+"""A store keeps the names in its fallback directory up to this many (``_maybe_in_fallback``)."""
 
 
 class ArtifactStore:
@@ -134,8 +137,9 @@ class ArtifactStore:
         self._inflight: dict[str, anyio.Event] = {}
         self._written: list[Path] = []
         self._dir_syncs: dict[Path, DirSync] = {}
-        self._fallback_names: set[str] = set()
-        """The files in the fallback directory that a persist may find (``_maybe_in_fallback``)."""
+        self._fallback_names: set[str] | None = set()
+        """The files in the fallback directory that a persist may find, or ``None`` when
+        there were too many to keep (``_maybe_in_fallback``)."""
         try:
             ensure_dir(self.root)
         except OSError as exc:
@@ -156,8 +160,14 @@ class ArtifactStore:
             )
             return
         sweep_stale_parts(self.fallback_dir)
-        with contextlib.suppress(OSError):
-            self._fallback_names.update(os.listdir(self.fallback_dir))
+        try:
+            with os.scandir(self.fallback_dir) as entries:
+                names = set(itertools.islice((e.name for e in entries), FALLBACK_NAMES_KEPT + 1))
+        except OSError:
+            names = None
+        self._fallback_names = (
+            names if names is not None and len(names) <= FALLBACK_NAMES_KEPT else None
+        )
 
     @property
     def bytes_used(self) -> int:
@@ -202,7 +212,7 @@ class ArtifactStore:
     def _record(self, path: Path) -> None:
         """On the event loop: ``path`` was published by this store."""
         self._written.append(path)
-        if path.parent == self.fallback_dir:
+        if path.parent == self.fallback_dir and self._fallback_names is not None:
             self._fallback_names.add(path.name)
 
     def _maybe_in_fallback(self, name: str) -> bool:
@@ -210,8 +220,9 @@ class ArtifactStore:
         this store opened, or this store wrote it there since. A one-shot write in the root
         looks there only then; the root itself it finds when it names its part (EEXIST).
         Another process's fallback write made after this store opened is not seen: the
-        same output persisted again there is written once more, never lost."""
-        return name in self._fallback_names
+        same output persisted again there is written once more, never lost. A fallback
+        directory too full (or unreadable) to list at open is always looked in."""
+        return self._fallback_names is None or name in self._fallback_names
 
     def _find_existing(self, name: str, size: int, content: bytes | int) -> Path | None:
         """An artifact already holding ``content`` (bytes, or an open file's) at ``name``.
