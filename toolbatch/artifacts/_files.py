@@ -8,8 +8,10 @@ directory removes the parts of dead writers only (``sweep_stale_parts``).
 A one-shot write's part has no name at all where Linux allows (``open_unnamed``: an
 ``O_TMPFILE`` file, published by ``link_unnamed`` through ``/proc/self/fd``). Nobody can
 open, replace or sweep it, a writer that dies leaves nothing behind, and a name already
-taken shows up as ``EEXIST`` when it is published, so none of the named part's lock, its
-check or a lookup of the name is needed: four system calls a file fewer (issue 33).
+taken shows up as ``EEXIST`` when it is published. So it needs neither the named part's
+lock and its check nor a lookup of its name in its directory (and the fallback directory is
+looked in only for names it may hold: ``ArtifactStore._maybe_in_fallback``): 8 system calls
+a file where a named part makes 12 (issue 33).
 """
 
 from __future__ import annotations
