@@ -3,11 +3,11 @@
 Complete tool output is kept here so the model can be shown a bounded preview plus a path.
 Writes are atomic (a temp file in the same directory, unnamed where Linux allows, fsync,
 then its name given, directory fsync; the directory fsync is shared by concurrent writes:
-group commit), files
-are mode 0600 in a 0700 directory, and a symlink planted at a destination is replaced, never
-followed. Names come from the call id made safe plus a digest of the call id and the content
-(``_naming``), so the same content for the same call is written once and two calls never
-overwrite each other. Byte caps (per file, per store) are reserved before a write starts.
+group commit), files are mode 0600 in a 0700 directory, and a symlink planted at a
+destination is replaced, never followed. Names come from the call id made safe plus a
+digest of the call id and the content (``_naming``), so the same content for the same call
+is written once and two calls never overwrite each other. Byte caps (per file, per store)
+are reserved before a write starts.
 
 The bytes go through ``aiofiles`` (``aiofiles.open`` on the temp part, ``aiofiles.os`` for
 the rest) on the store's own daemon worker threads (``_workers``); the one-shot write is in
@@ -219,8 +219,8 @@ class ArtifactStore:
         """Whether an artifact ``name`` may be in the fallback directory: it was there when
         this store opened, or this store wrote it there since. A one-shot write in the root
         looks there only then; the root itself it finds when it names its part (EEXIST).
-        Another process's fallback write made after this store opened is not seen: the
-        same output persisted again there is written once more, never lost. A fallback
+        A fallback write by another store or process after this store opened is not seen:
+        the same output persisted again here is written once more, never lost. A fallback
         directory too full (or unreadable) to list at open is always looked in."""
         return self._fallback_names is None or name in self._fallback_names
 
