@@ -94,6 +94,7 @@ async def test_a_planted_file_with_the_name_and_size_is_not_reused(tmp_path: Pat
     assert again == path
     assert again.read_text() == text
     assert any(e["event"] == "artifacts.reuse_refused" for e in logs)
+    assert _parts(path.parent) == []  # replaced through a temp name, none left
 
 
 async def test_a_planted_stream_artifact_is_not_reused(tmp_path: Path) -> None:
