@@ -258,8 +258,9 @@ def name_unnamed(fd: int, directory: Path) -> str:
             return tmp
 
 
-def sweep_stale_parts(directory: Path) -> int:
+def sweep_stale_parts(directory: Path, entries: list[os.DirEntry[str]] | None = None) -> int:
     """Remove the temp parts of dead writers from ``directory``; how many were removed.
+    ``entries`` is its listing, when the caller made one (else it is listed here).
 
     Every writer holds an exclusive ``flock`` on its part from creation until the part is
     published or removed, and the kernel drops it when the process ends, however it ends
@@ -270,7 +271,8 @@ def sweep_stale_parts(directory: Path) -> int:
     """
     try:
         check_private_dir(directory)
-        entries = list(os.scandir(directory))
+        if entries is None:
+            entries = list(os.scandir(directory))
     except OSError:
         return 0
     removed = 0

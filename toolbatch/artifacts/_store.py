@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -159,15 +158,15 @@ class ArtifactStore:
                 "artifacts.fallback_refused", directory=str(self.fallback_dir), error=str(exc)
             )
             return
-        sweep_stale_parts(self.fallback_dir)
-        try:
-            with os.scandir(self.fallback_dir) as entries:
-                names = set(itertools.islice((e.name for e in entries), FALLBACK_NAMES_KEPT + 1))
+        try:  # one listing: for the sweep, and for the names a persist may find there
+            entries: list[os.DirEntry[str]] | None = list(os.scandir(self.fallback_dir))
         except OSError:
-            names = None
-        self._fallback_names = (
-            names if names is not None and len(names) <= FALLBACK_NAMES_KEPT else None
-        )
+            entries = None
+        sweep_stale_parts(self.fallback_dir, entries)
+        if entries is None or len(entries) > FALLBACK_NAMES_KEPT:
+            self._fallback_names = None
+        else:
+            self._fallback_names = {entry.name for entry in entries}
 
     @property
     def bytes_used(self) -> int:
