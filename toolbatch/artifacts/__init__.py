@@ -3,7 +3,7 @@
 ``ArtifactStore`` persists a call's complete output once (durably: data fsync, rename,
 directory fsync) and streams a command's output into one file; ``persist_within`` and
 ``commit_within`` wait for it no later than a deadline; ``WriteSlot`` is one of a pass's
-concurrent writes, freed as soon as its file is renamed into place; the artifact home
+concurrent writes, freed as soon as its file has its name; the artifact home
 (``artifact_session``, ``list_sessions``, ``remove_sessions``) is where sessions live.
 """
 

@@ -150,9 +150,9 @@ async def hop(tracker: concurrent.futures.Executor, work: Callable[..., _T], *ar
 
 class WriteSlot:
     """One of a persistence pass's concurrent writes, held while a one-shot write uses the
-    disk and given back as soon as its file is renamed into place: the wait for the
-    directory fsync that makes the rename durable holds neither the slot nor a thread, so
-    the pass's next file is written meanwhile.
+    disk and given back as soon as its file has its name (renamed or linked into place):
+    the wait for the directory fsync that makes the name durable holds neither the slot nor
+    a thread, so the pass's next file is written meanwhile.
 
     ``async with WriteSlot(limiter):`` around ``persist``; the store finds it through
     ``write_slot()`` (a context variable: the slot belongs to the task that holds it).
