@@ -135,7 +135,7 @@ def check_private_dir(directory: Path) -> None:
         )
 
 
-def holds(directory: Path, path: Path, size: int, content: bytes | int) -> bool:
+def holds(directory: Path, path: Path, size: int, content: bytes | memoryview | int) -> bool:
     """Whether ``path`` is a private regular file of this user whose bytes are ``content``
     (bytes, or the first ``size`` bytes of an open file descriptor)."""
     try:
@@ -157,10 +157,10 @@ def holds(directory: Path, path: Path, size: int, content: bytes | int) -> bool:
             chunk = os.pread(fd, min(COMPARE_CHUNK_BYTES, size - offset), offset)
             if not chunk:
                 return False
-            if isinstance(content, bytes):
-                expected = content[offset : offset + len(chunk)]
+            if isinstance(content, int):
+                expected: bytes | memoryview = os.pread(content, len(chunk), offset)
             else:
-                expected = os.pread(content, len(chunk), offset)
+                expected = content[offset : offset + len(chunk)]
             if chunk != expected:
                 log.warning("artifacts.reuse_refused", path=str(path), reason="other content")
                 return False

@@ -27,7 +27,9 @@ reuse under the new one (the same content is written once more).
 
 from __future__ import annotations
 
+import ctypes
 import re
+from collections.abc import Callable
 from typing import Final
 
 import xxhash
@@ -37,6 +39,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_TOOL_CHARS",
     "artifact_name",
+    "ascii_bytes",
     "digest_prefix",
     "encode_text",
     "safe_name_component",
@@ -80,6 +83,46 @@ def artifact_name(call_id: str, tool_name: str, digest: str, suffix: str = ".txt
     """The file name for ``call_id``'s output of ``tool_name`` with content ``digest``."""
     tool = safe_name_component(tool_name, MAX_TOOL_CHARS)
     return f"{tool}-{safe_name_component(call_id)}-{digest[:DIGEST_HEX_CHARS]}{suffix}"
+
+
+def _load_utf8_view() -> Callable[[str], memoryview] | None:
+    """CPython's own UTF-8 bytes of a ``str``, as a read-only view (no copy), or ``None``
+    where the interpreter has no ``PyUnicode_AsUTF8AndSize`` to call."""
+    try:
+        as_utf8 = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
+        from_memory = ctypes.pythonapi.PyMemoryView_FromMemory
+    except AttributeError:  # not CPython
+        return None
+    as_utf8.restype = ctypes.c_void_p
+    as_utf8.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.c_ssize_t)]
+    from_memory.restype = ctypes.py_object
+    from_memory.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
+
+    def utf8_view(text: str) -> memoryview:
+        size = ctypes.c_ssize_t()
+        address = as_utf8(text, ctypes.byref(size))
+        view: memoryview = from_memory(address, size.value, _PYBUF_READ)
+        return view
+
+    return utf8_view
+
+
+_PYBUF_READ: Final = 0x100
+_utf8_view: Final = _load_utf8_view()
+
+
+def ascii_bytes(text: str) -> bytes | memoryview:
+    """The bytes of ASCII ``text``: a read-only view of the string's own bytes where CPython
+    lends them (no copy, no allocation), else ``text.encode("ascii")``.
+
+    The view does not keep ``text`` alive: hold ``text`` as long as the view is used.
+    Why: a 1 MB ``encode`` copies the text while holding the GIL, into memory freshly
+    faulted in, and that copy was the largest single CPU cost of persisting (issue 33).
+    For ASCII text, CPython's UTF-8 bytes *are* the string's storage, so nothing is made.
+    """
+    if _utf8_view is None or not text.isascii():
+        return text.encode("ascii")
+    return _utf8_view(text)
 
 
 def encode_text(text: str) -> bytes:

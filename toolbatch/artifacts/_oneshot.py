@@ -55,7 +55,7 @@ from toolbatch.artifacts._files import (
     rename_into_place,
     unlink_quietly,
 )
-from toolbatch.artifacts._naming import digest_prefix
+from toolbatch.artifacts._naming import ascii_bytes, digest_prefix
 from toolbatch.artifacts._workers import Tracker, hop, on_loop, write_slot
 from toolbatch.errors import ArtifactWriteError
 
@@ -84,6 +84,9 @@ class OneShot:
     claim: anyio.Event
     """Set once this persist is over; others writing the same name wait for it."""
     name: str | None = None
+    data: bytes | memoryview | None = None
+    """``content``'s bytes, as its thread first got them (a view of ASCII text's own bytes,
+    no copy: ``ascii_bytes``); kept for a retry, and alive as long as ``content`` is."""
     busy: anyio.Event | None = None
     """Another persist was writing the same name: wait for it, then look again."""
     reused: bool = False
@@ -119,16 +122,16 @@ class _Part:
         job, attempt = self._job, self._attempt
         if attempt.abandoned:  # its caller left before this thread started: do nothing
             return 0
-        if isinstance(content, str):
-            content = job.content = content.encode("ascii")
         attempt.fd = open_unnamed(self._directory)
         if attempt.fd is None:  # no O_TMPFILE here: a named, locked part
             attempt.fd, attempt.tmp = open_temp(self._directory)
+        if job.data is None:
+            job.data = ascii_bytes(content) if isinstance(content, str) else content
         raw = io.FileIO(attempt.fd, "wb", closefd=False)
-        view = memoryview(content)
+        view = memoryview(job.data)
         while view:  # a regular file takes the whole buffer; the loop is for a short write
             view = view[raw.write(view) :]
-        return len(content)
+        return len(job.data)
 
 
 def settle(store: ArtifactStore, job: OneShot, *, released: int) -> None:
@@ -180,8 +183,8 @@ async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | Non
     loop = asyncio.get_running_loop()
     try:
         if job.name is not None:  # named by an earlier attempt: its bytes are known
-            assert isinstance(job.content, bytes)
-            found = await hop(tracker, _claim, store, job, job.content)
+            assert job.data is not None
+            found = await hop(tracker, _claim, store, job, job.data)
             if found is not None or job.busy is not None:
                 return found
         # One hop: the thread that writes the part through ``aiofiles`` (its file object,
@@ -248,8 +251,8 @@ def _finish(store: ArtifactStore, directory: Path, job: OneShot, attempt: _Attem
     """
     if attempt.abandoned:
         return None
-    data = job.content
-    assert isinstance(data, bytes)
+    data = job.data
+    assert data is not None
     assert attempt.fd is not None
     fd = attempt.fd
     try:
@@ -320,7 +323,9 @@ def _clean_up(
     on_loop(loop, functools.partial(settle, store, job, released=len(job.content)))
 
 
-def _claim(store: ArtifactStore, job: OneShot, data: bytes, *, look: bool = True) -> Path | None:
+def _claim(
+    store: ArtifactStore, job: OneShot, data: bytes | memoryview, *, look: bool = True
+) -> Path | None:
     """Claim ``job.name``, unless another persist holds it (then ``job.busy`` is set);
     an artifact already holding ``data`` under that name is returned (reused), if ``look``."""
     assert job.name is not None

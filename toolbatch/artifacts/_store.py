@@ -223,7 +223,9 @@ class ArtifactStore:
         directory too full (or unreadable) to list at open is always looked in."""
         return self._fallback_names is None or name in self._fallback_names
 
-    def _find_existing(self, name: str, size: int, content: bytes | int) -> Path | None:
+    def _find_existing(
+        self, name: str, size: int, content: bytes | memoryview | int
+    ) -> Path | None:
         """An artifact already holding ``content`` (bytes, or an open file's) at ``name``.
 
         A file with the right name and size is reused only when its bytes are ``content``
