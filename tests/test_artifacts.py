@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 from tests.strategies import scaled
 from toolbatch import ArtifactCapExceeded, ArtifactStore, ArtifactWriteError, ConfigError
-from toolbatch.artifacts._naming import artifact_name, digest_prefix
+from toolbatch.artifacts._naming import artifact_name, ascii_bytes, digest_prefix
 from toolbatch.artifacts._store import (
     INLINE_ASCII_CHARS,
     INLINE_ENCODE_CHARS,
@@ -141,6 +142,53 @@ async def test_text_is_written_as_utf8_wherever_it_is_encoded(tmp_path: Path, te
     hasher = digest_prefix("c")
     hasher.update(data)
     assert path.name == artifact_name("c", "t", hasher.hexdigest())
+
+
+class _Str(str):
+    """A ``str`` subclass, as a tool's result may hold (CPython keeps its bytes elsewhere)."""
+
+
+class _ClaimsAscii(str):
+    def isascii(self) -> bool:  # a subclass may say anything
+        return True
+
+
+@settings(max_examples=scaled(100), deadline=None)
+@given(text=st.text(st.characters(max_codepoint=127), max_size=300), subclass=st.booleans())
+def test_ascii_text_is_written_from_its_own_bytes(text: str, subclass: bool) -> None:
+    """The bytes a thread writes for ASCII text are the text's, a plain ``str`` or not, and
+    read-only (a view of the string's own storage where CPython lends it)."""
+    value = _Str(text) if subclass else text
+    data = ascii_bytes(value)
+    assert bytes(data) == text.encode("ascii")
+    assert len(data) == len(text)
+    if isinstance(data, memoryview):
+        assert data.readonly
+
+
+async def test_a_text_that_claims_to_be_ascii_is_still_written_as_utf8(tmp_path: Path) -> None:
+    """A ``str`` subclass whose ``isascii`` says yes for non-ASCII text gets its UTF-8
+    written, not a wrong size or an encoding error."""
+    text = _ClaimsAscii("é" * (INLINE_ASCII_CHARS + 1))
+    store = ArtifactStore(tmp_path)
+    path = await store.persist("c", "t", text)
+    assert path.read_bytes() == str(text).encode("utf-8")
+    assert store.bytes_used == 2 * len(text)
+
+
+async def test_a_long_ascii_text_is_persisted_without_a_copy_of_it(tmp_path: Path) -> None:
+    """Persisting 16 MB of ASCII output allocates nothing near its size: the thread writes
+    and hashes the string's own bytes (a copy each was most of the CPU a persist took)."""
+    text = "0123456789abcdef" * (2**20)
+    store = ArtifactStore(tmp_path)
+    tracemalloc.start()
+    try:
+        path = await store.persist("c", "t", text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert path.stat().st_size == len(text)
+    assert peak < len(text) // 8, f"persisting {len(text)} bytes allocated {peak} at peak"
 
 
 @settings(max_examples=scaled(50), deadline=None)

@@ -120,7 +120,7 @@ def ascii_bytes(text: str) -> bytes | memoryview:
     faulted in, and that copy was the largest single CPU cost of persisting (issue 33).
     For ASCII text, CPython's UTF-8 bytes *are* the string's storage, so nothing is made.
     """
-    if _utf8_view is None or not text.isascii():
+    if _utf8_view is None or not str.isascii(text):  # str's own: a subclass may override it
         return text.encode("ascii")
     return _utf8_view(text)
 

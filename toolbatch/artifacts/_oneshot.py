@@ -2,8 +2,9 @@
 
 A one-shot write is one hop to the store's threads. Its bytes are written through
 ``aiofiles`` in one call (its file object, ``AsyncFileIO``, over the attempt's ``_Part``),
-and the thread that takes that call does the rest before it returns (``_ThenFinish``): text
-is encoded (ASCII), the temp part created and written, the disk told to start on the bytes
+and the thread that takes that call does the rest before it returns (``_ThenFinish``): the
+temp part is created and written (ASCII text from the string's own bytes, not a copy:
+``ascii_bytes``), the disk told to start on the bytes
 (``sync_file_range`` where Linux has it), the digest that names the file computed, the name
 claimed, the data fsynced and the file given its name. The part has no name until then
 (``O_TMPFILE``; ``_files.open_unnamed``): nobody can open or sweep it, a writer that dies
@@ -74,7 +75,7 @@ class OneShot:
     """One ``persist`` in progress, and what its worker thread learned on the way.
 
     ``content`` is bytes, or text known to be ASCII, so that ``len(content)`` is its size
-    in bytes either way; the thread encodes it once and keeps the bytes for a retry.
+    in bytes either way; the thread writes text from the string's own bytes (``data``).
     """
 
     call_id: str
@@ -106,10 +107,11 @@ class _Attempt:
 
 class _Part:
     """The temp part of one attempt, as the file object ``aiofiles`` writes through: its
-    one ``write``, in a worker thread, encodes ``job``'s text (ASCII, once, kept for a
-    retry), creates and opens the part (kept on ``attempt`` even if its caller left
-    meanwhile, so the cleanup finds it) and writes every byte, so a one-shot write is a
-    single hop to the store's threads (``_ThenFinish`` finishes it in the same thread)."""
+    one ``write``, in a worker thread, creates and opens the part (kept on ``attempt`` even
+    if its caller left meanwhile, so the cleanup finds it) and writes every byte of
+    ``job``'s content (ASCII text as the string's own bytes, kept as ``job.data`` for a
+    retry), so a one-shot write is a single hop to the store's threads (``_ThenFinish``
+    finishes it in the same thread)."""
 
     __slots__ = ("_attempt", "_directory", "_job")
 
@@ -189,8 +191,8 @@ async def put(store: ArtifactStore, directory: Path, job: OneShot) -> Path | Non
                 return found
         # One hop: the thread that writes the part through ``aiofiles`` (its file object,
         # ``AsyncFileIO``) goes on to finish it (name, claim, fsync, rename). The part is
-        # not a ``BinaryIO`` and takes ASCII text as well as bytes: it encodes in that thread
-        # (on the event loop, 100 encodes of 1 MB cost a fifth of the throughput).
+        # not a ``BinaryIO`` and takes ASCII text as well as bytes, whose own bytes that
+        # thread writes (an encode on the event loop cost a fifth of the throughput).
         slot = write_slot()
         finish = _ThenFinish(tracker, functools.partial(_finish, store, directory, job, attempt))
         part = AsyncFileIO(_Part(directory, job, attempt), None, finish)  # type: ignore[arg-type]

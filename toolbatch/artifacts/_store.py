@@ -48,6 +48,7 @@ from toolbatch.artifacts._files import (
 from toolbatch.artifacts._group_commit import DirSync
 from toolbatch.artifacts._naming import (
     artifact_name,
+    ascii_bytes,
     digest_prefix,
     digest_prefix as _digest_prefix,  # noqa: F401  (bench/_chaos_faults.py)
     encode_text,
@@ -76,10 +77,12 @@ INLINE_ENCODE_CHARS: Final = 64 * 2**10
 """Non-ASCII texts up to this many code points are encoded on the event loop; longer ones
 in a worker thread."""
 INLINE_ASCII_CHARS: Final = 64 * 2**10
-"""ASCII texts up to this long are encoded on the event loop; longer ones by the worker
-thread that writes them (a one-shot write is one hop either way). Measured (issue 33): with
-100 texts of 1 MB persisted eight at a time, encoding on the loop holds back the next
-writes and costs about a fifth of the throughput."""
+"""ASCII texts up to this long are encoded on the event loop; the worker thread writes a
+longer one from the string's own bytes, with no copy (``_naming.ascii_bytes``; a one-shot
+write is one hop either way). Measured (issue 33), 100 texts of 1 MB persisted eight at a
+time: encoding them on the loop cost about a fifth of the throughput, and encoding them in
+the threads (a 1 MB copy each, into freshly faulted memory, holding the GIL) about 15 % of
+the CPU."""
 CLEANUP_S: Final = 5.0
 FALLBACK_NAMES_KEPT: Final = 4096
 """A store keeps the names in its fallback directory up to this many (``_maybe_in_fallback``)."""
@@ -252,7 +255,7 @@ class ArtifactStore:
                 written; it carries both causes.
         """
         content: str | bytes = text
-        if text.isascii():  # its size is its length: a long one is encoded in the thread
+        if str.isascii(text):  # its size is its length: a long one is written in the thread
             if len(text) <= INLINE_ASCII_CHARS:
                 content = text.encode("ascii")
         elif len(text) <= INLINE_ENCODE_CHARS:
@@ -329,7 +332,7 @@ class ArtifactStore:
     def _find_identical(
         self, call_id: str, tool_name: str, content: str | bytes, suffix: str
     ) -> Path | None:
-        data = content.encode("ascii") if isinstance(content, str) else content
+        data = ascii_bytes(content) if isinstance(content, str) else content
         hasher = digest_prefix(call_id)
         hasher.update(data)
         name = self.artifact_name(call_id, tool_name, hasher.hexdigest(), suffix)
