@@ -176,6 +176,25 @@ async def test_a_text_that_claims_to_be_ascii_is_still_written_as_utf8(tmp_path:
     assert store.bytes_used == 2 * len(text)
 
 
+async def test_a_long_ascii_artifact_is_reused_only_when_its_bytes_are_the_text(
+    tmp_path: Path,
+) -> None:
+    """A later store finds a long ASCII text's artifact (compared in full with the string's
+    own bytes) and writes nothing; a file of the same name and size holding other bytes is
+    replaced instead."""
+    text = "build output line\n" * (INLINE_ASCII_CHARS // 8)
+    first = await ArtifactStore(tmp_path).persist("c", "t", text)
+    later = ArtifactStore(tmp_path)
+    assert await later.persist("c", "t", text) == first
+    assert later.written == ()
+    first.chmod(0o600)
+    first.write_bytes(text[:-1].encode("ascii") + b"X")  # same name and size, other bytes
+    replacing = ArtifactStore(tmp_path)
+    assert await replacing.persist("c", "t", text) == first
+    assert replacing.written == (first,)
+    assert first.read_bytes() == text.encode("ascii")
+
+
 async def test_a_long_ascii_text_is_persisted_without_a_copy_of_it(tmp_path: Path) -> None:
     """Persisting 16 MB of ASCII output allocates nothing near its size: the thread writes
     and hashes the string's own bytes (a copy each was most of the CPU a persist took)."""

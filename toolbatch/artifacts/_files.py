@@ -137,7 +137,7 @@ def check_private_dir(directory: Path) -> None:
 
 def holds(directory: Path, path: Path, size: int, content: bytes | memoryview | int) -> bool:
     """Whether ``path`` is a private regular file of this user whose bytes are ``content``
-    (bytes, or the first ``size`` bytes of an open file descriptor)."""
+    (bytes or a view of them, or the first ``size`` bytes of an open file descriptor)."""
     try:
         check_private_dir(directory)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
