@@ -192,7 +192,7 @@ def open_temp(directory: Path) -> tuple[int, str]:
     while True:
         # As mkstemp does, minus its Python: every system call here is a GIL round trip
         # for a worker thread, and with eight writers each one may wait for it.
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{_NAMES.getrandbits(64):016x}{TEMP_SUFFIX}")
+        tmp = _temp_name(directory)
         try:
             fd = os.open(tmp, _CREATE_FLAGS, 0o600)
         except FileExistsError:
@@ -206,9 +206,19 @@ def open_temp(directory: Path) -> tuple[int, str]:
         if still_ours:
             break
         os.close(fd)
-    if stat.S_IMODE(info.st_mode) != 0o600:  # a umask took bits the user needs to read it
-        os.fchmod(fd, 0o600)
+    _keep_private(fd, info.st_mode)
     return fd, tmp
+
+
+def _temp_name(directory: Path) -> str:
+    """A fresh temp part's path in ``directory`` (``.tmp-<16 hex digits>.part``)."""
+    return os.path.join(directory, f"{TEMP_PREFIX}{_NAMES.getrandbits(64):016x}{TEMP_SUFFIX}")
+
+
+def _keep_private(fd: int, mode: int) -> None:
+    """Make a new part 0600 again where the umask took bits the user needs to read it."""
+    if stat.S_IMODE(mode) != 0o600:
+        os.fchmod(fd, 0o600)
 
 
 def open_unnamed(directory: Path) -> int | None:
@@ -227,8 +237,7 @@ def open_unnamed(directory: Path) -> int | None:
             raise
         _NO_UNNAMED.add(key)
         return None
-    if stat.S_IMODE(os.fstat(fd).st_mode) != 0o600:  # a umask took bits the user needs
-        os.fchmod(fd, 0o600)
+    _keep_private(fd, os.fstat(fd).st_mode)
     return fd
 
 
@@ -253,7 +262,7 @@ def name_unnamed(fd: int, directory: Path) -> str:
     sweep leaves it alone), to be renamed over a file that holds its final name."""
     fcntl.flock(fd, fcntl.LOCK_EX)
     while True:
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{_NAMES.getrandbits(64):016x}{TEMP_SUFFIX}")
+        tmp = _temp_name(directory)
         if link_unnamed(fd, Path(tmp)):
             return tmp
 
