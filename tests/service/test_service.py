@@ -8,6 +8,7 @@ import os
 import pickle
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,6 +207,11 @@ def test_cancel_answers_with_cancelled_responses_and_leaves_no_process(
     calls.append(shell("quick", "echo quick"))
     request_id = service.request("batch/run", {"calls": calls}, request_id=4242)
     wait_for_statuses(service, request_id, {0: "running", 1: "running", 2: "running", 3: "success"})
+    # "running" is reported when a call starts, before its shell is spawned: on a loaded
+    # machine the shell appears a moment later.
+    deadline = time.monotonic() + 30
+    while len(processes_with(f"sleep {marker}")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert len(processes_with(f"sleep {marker}")) >= 3
     cancel_id = service.request("batch/cancel", {"request_id": request_id})
     seen = service.collect_until(lambda m: m.get("id") == request_id and "result" in m)
